@@ -1,0 +1,98 @@
+// Command kiln-platform starts, inspects and stops Kiln's local Kubernetes platform.
+//
+//	kiln-platform up          start every component (idempotent) and print what to try next
+//	kiln-platform down        stop every process it started and delete the cluster state
+//	kiln-platform status      show each component, its PID and log
+//	kiln-platform kubeconfig  print the admin kubeconfig path
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig
+
+Sizes and timings come from the environment: KILN_GPU_NODES (4), KILN_SPOT_NODES (2),
+KILN_GPUS_PER_NODE (8), KILN_NODE_CPU (32), KILN_NODE_MEMORY (256Gi),
+KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443).
+`
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kiln-platform:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("kiln-platform", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage) }
+	root := fs.String("root", "", "repository root (default: the nearest directory with go.work)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	dir, err := repoRoot(*root)
+	if err != nil {
+		return err
+	}
+	cfg, err := platform.DefaultConfig(dir).FromEnv()
+	if err != nil {
+		return err
+	}
+	p := &platform.Platform{Config: cfg, Out: os.Stdout}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch fs.Arg(0) {
+	case "up":
+		if err := p.Up(ctx); err != nil {
+			return err
+		}
+		fmt.Println(p.NextSteps())
+	case "down":
+		return p.Down(ctx)
+	case "status":
+		if !p.Status(ctx) {
+			os.Exit(3)
+		}
+	case "kubeconfig":
+		fmt.Println(p.Kubeconfig())
+	default:
+		fs.Usage()
+		os.Exit(2)
+	}
+	return nil
+}
+
+func repoRoot(flagValue string) (string, error) {
+	if flagValue != "" {
+		return filepath.Abs(flagValue)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.work above the current directory; pass --root")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,130 @@
+// Package platform runs Kiln's local Kubernetes platform: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler through kwokctl's binary runtime, KWOK nodes
+// that run pods to completion, and the JobSet and Kueue controllers as local processes
+// whose webhooks the apiserver reaches at https://127.0.0.1. Everything it writes stays
+// under the repository's bin/ directory; everything listens on 127.0.0.1.
+package platform
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config says where the platform's binaries and state live and how it is shaped.
+type Config struct {
+	// BinDir holds the pinned binaries (bin/ in the repository).
+	BinDir string
+	// StateDir holds the cluster's state, certificates, PID files and logs (bin/platform).
+	StateDir string
+	// ClusterName is the kwokctl cluster name.
+	ClusterName string
+
+	APIServerPort    int
+	JobSetWebhook    int
+	JobSetHealth     int
+	KueueWebhook     int
+	KueueHealth      int
+	GPUNodes         int
+	GPUsPerNode      int
+	SpotNodes        int
+	NodeCPU          string
+	NodeMemory       string
+	GPUProduct       string
+	PodRunDuration   time.Duration
+	ComponentTimeout time.Duration
+}
+
+// Environment variables that resize or re-port the platform; defaults in DefaultConfig.
+const (
+	EnvGPUNodes       = "KILN_GPU_NODES"
+	EnvSpotNodes      = "KILN_SPOT_NODES"
+	EnvGPUsPerNode    = "KILN_GPUS_PER_NODE"
+	EnvNodeCPU        = "KILN_NODE_CPU"
+	EnvNodeMemory     = "KILN_NODE_MEMORY"
+	EnvPodRunDuration = "KILN_POD_RUN_DURATION"
+	EnvAPIServerPort  = "KILN_APISERVER_PORT"
+)
+
+// DefaultConfig is the documented platform: 4 GPU nodes and 2 spot nodes of 32 CPUs,
+// 256Gi and 8 GPUs each, pods that run for 2 seconds unless annotated otherwise.
+func DefaultConfig(root string) Config {
+	bin := filepath.Join(root, "bin")
+	return Config{
+		BinDir:           bin,
+		StateDir:         filepath.Join(bin, "platform"),
+		ClusterName:      "kiln",
+		APIServerPort:    16443,
+		JobSetWebhook:    19443,
+		JobSetHealth:     18081,
+		KueueWebhook:     19444,
+		KueueHealth:      18082,
+		GPUNodes:         4,
+		GPUsPerNode:      8,
+		SpotNodes:        2,
+		NodeCPU:          "32",
+		NodeMemory:       "256Gi",
+		GPUProduct:       "NVIDIA-H100-80GB-HBM3",
+		PodRunDuration:   2 * time.Second,
+		ComponentTimeout: 90 * time.Second,
+	}
+}
+
+// FromEnv applies the KILN_* overrides and reports the first malformed one.
+func (c Config) FromEnv() (Config, error) {
+	ints := map[string]*int{
+		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort,
+	}
+	for name, dst := range ints {
+		if v, ok := os.LookupEnv(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return c, fmt.Errorf("%s=%q: want a non-negative integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	if v, ok := os.LookupEnv(EnvNodeCPU); ok {
+		c.NodeCPU = v
+	}
+	if v, ok := os.LookupEnv(EnvNodeMemory); ok {
+		c.NodeMemory = v
+	}
+	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return c, fmt.Errorf("%s=%q: want a duration such as 2s or 1m", EnvPodRunDuration, v)
+		}
+		c.PodRunDuration = d
+	}
+	return c, nil
+}
+
+// Bin is the path of a pinned binary.
+func (c Config) Bin(name string) string { return filepath.Join(c.BinDir, name) }
+
+// KwokWorkdir is KWOK_WORKDIR for kwokctl.
+func (c Config) KwokWorkdir() string { return filepath.Join(c.StateDir, "kwok") }
+
+// ClusterDir is where kwokctl keeps this cluster's files.
+func (c Config) ClusterDir() string { return filepath.Join(c.KwokWorkdir(), "clusters", c.ClusterName) }
+
+// Kubeconfig is the admin kubeconfig of the local cluster.
+func (c Config) Kubeconfig() string { return filepath.Join(c.ClusterDir(), "kubeconfig.yaml") }
+
+// PKI is the harness's certificate authority for local webhooks.
+func (c Config) PKI() PKI { return PKI{Dir: filepath.Join(c.StateDir, "pki")} }
+
+// RunDir holds PID files of the processes the harness starts itself.
+func (c Config) RunDir() string { return filepath.Join(c.StateDir, "run") }
+
+// LogsDir holds the logs of the processes the harness starts itself.
+func (c Config) LogsDir() string { return filepath.Join(c.StateDir, "logs") }
+
+// ConfigDir holds the generated component configuration files.
+func (c Config) ConfigDir() string { return filepath.Join(c.StateDir, "config") }
+
+// ManifestsDir holds the JobSet and Kueue releases rendered from their pinned modules.
+func (c Config) ManifestsDir() string { return filepath.Join(c.BinDir, "manifests") }

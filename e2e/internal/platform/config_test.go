@@ -1,0 +1,95 @@
+package platform
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestFromEnv(t *testing.T) {
+	cases := map[string]struct {
+		env     map[string]string
+		want    func(*Config)
+		wantErr bool
+	}{
+		"defaults": {want: func(*Config) {}},
+		"resized fleet": {
+			env: map[string]string{EnvGPUNodes: "2", EnvSpotNodes: "0", EnvGPUsPerNode: "4", EnvNodeMemory: "64Gi", EnvPodRunDuration: "500ms"},
+			want: func(c *Config) {
+				c.GPUNodes, c.SpotNodes, c.GPUsPerNode, c.NodeMemory, c.PodRunDuration = 2, 0, 4, "64Gi", 500*time.Millisecond
+			},
+		},
+		"negative count": {env: map[string]string{EnvGPUNodes: "-1"}, wantErr: true},
+		"not a duration": {env: map[string]string{EnvPodRunDuration: "5"}, wantErr: true},
+		"not a port":     {env: map[string]string{EnvAPIServerPort: "x"}, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort} {
+				t.Setenv(k, "") // restored after the test
+				os.Unsetenv(k)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			base := DefaultConfig("/repo")
+			got, err := base.FromEnv()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultConfig("/repo")
+			tc.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("FromEnv() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestQueueQuotaIsFleetCapacity(t *testing.T) {
+	c := DefaultConfig("/repo")
+	c.GPUNodes, c.SpotNodes, c.GPUsPerNode, c.NodeCPU, c.NodeMemory = 4, 2, 8, "32", "256Gi"
+	objs, err := c.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flavors []any
+	for _, o := range objs {
+		if o.GetKind() == "ClusterQueue" {
+			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "resourceGroups")
+			flavors, _, _ = unstructured.NestedSlice(groups[0].(map[string]any), "flavors")
+		}
+	}
+	want := []any{
+		map[string]any{"name": "gpu", "resources": []any{
+			map[string]any{"name": "cpu", "nominalQuota": "128"},
+			map[string]any{"name": "memory", "nominalQuota": "1Ti"},
+			map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "32"},
+		}},
+		map[string]any{"name": "gpu-spot", "resources": []any{
+			map[string]any{"name": "cpu", "nominalQuota": "64"},
+			map[string]any{"name": "memory", "nominalQuota": "512Gi"},
+			map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "16"},
+		}},
+	}
+	if diff := cmp.Diff(want, flavors); diff != "" {
+		t.Errorf("ClusterQueue flavors mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestQueuesRejectBadNodeSize(t *testing.T) {
+	c := DefaultConfig("/repo")
+	c.NodeMemory = "lots"
+	if _, err := c.Queues(); err == nil {
+		t.Fatal("want an error naming the bad memory size")
+	}
+}

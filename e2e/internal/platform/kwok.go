@@ -1,0 +1,99 @@
+package platform
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed stages.yaml
+var podStages string
+
+// kwokctlConfig renders the KwokctlConfiguration plus stages and logs for the cluster.
+// upstreamStages is KWOK's own node-initialize, node-heartbeat-with-lease and pod-ready
+// stages, copied from the pinned module at build time so they always match the kwok
+// binary: any Stage given to kwokctl replaces all of its defaults.
+func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
+	options := map[string]any{
+		"runtime":                     "binary",
+		"bindAddress":                 "127.0.0.1",
+		"securePort":                  true,
+		"kubeAuthorization":           true,
+		"kubeAdmission":               true,
+		"kubeApiserverPort":           c.APIServerPort,
+		"etcdBinary":                  c.Bin("etcd"),
+		"kubeApiserverBinary":         c.Bin("kube-apiserver"),
+		"kubeControllerManagerBinary": c.Bin("kube-controller-manager"),
+		"kubeSchedulerBinary":         c.Bin("kube-scheduler"),
+		"kubectlBinary":               c.Bin("kubectl"),
+		"kwokControllerBinary":        c.Bin("kwok"),
+	}
+	cfg := map[string]any{
+		"apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+		"kind":       "KwokctlConfiguration",
+		"options":    options,
+	}
+	head, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("encoding kwokctl configuration: %w", err)
+	}
+	docs := []string{string(head)}
+	data, err := os.ReadFile(upstreamStages)
+	if err != nil {
+		return "", fmt.Errorf("reading KWOK's stages (run `make tools`): %w", err)
+	}
+	docs = append(docs, strings.TrimSpace(string(data)))
+	docs = append(docs, strings.ReplaceAll(podStages, "__RUN_MILLISECONDS__", strconv.FormatInt(c.PodRunDuration.Milliseconds(), 10)))
+	logs, err := yaml.Marshal(map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "ClusterLogs",
+		"metadata":   map[string]any{"name": "all-pods"},
+		"spec": map[string]any{
+			"logs": []any{map[string]any{"containers": []string{}, "logsFile": c.PodLogFile()}},
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("encoding KWOK logs: %w", err)
+	}
+	docs = append(docs, string(logs))
+	return strings.Join(docs, "\n---\n"), nil
+}
+
+// PodLogFile is the CRI-format log every KWOK pod serves through `kubectl logs`.
+func (c Config) PodLogFile() string { return filepath.Join(c.StateDir, "pod.log") }
+
+// podLog is what every simulated training container prints.
+const podLog = `2026-01-01T00:00:00.000000000Z stdout F [kiln-sim] starting training
+2026-01-01T00:00:01.000000000Z stdout F [kiln-sim] step 1/3 loss=2.31
+2026-01-01T00:00:02.000000000Z stdout F [kiln-sim] step 2/3 loss=1.87
+2026-01-01T00:00:03.000000000Z stdout F [kiln-sim] step 3/3 loss=1.42
+2026-01-01T00:00:04.000000000Z stdout F [kiln-sim] training complete
+`
+
+func (c Config) kwokctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, c.Bin("kwokctl"), args...)
+	// kwokctl looks kubectl up in PATH first; ours is in bin/.
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// componentLogs returns the tail of each control-plane component's log, for errors.
+func (c Config) componentLogs() string {
+	paths, _ := filepath.Glob(filepath.Join(c.ClusterDir(), "logs", "*.log"))
+	var b strings.Builder
+	for _, p := range paths {
+		fmt.Fprintf(&b, "--- %s (last 15 lines)\n%s\n", filepath.Base(p), Tail(p, 15))
+	}
+	return b.String()
+}

@@ -1,0 +1,118 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The Kueue objects every local platform has: a flavor per node pool, one ClusterQueue
+// whose quota is the fleet's capacity, and the LocalQueue `default` in namespace default.
+const (
+	FlavorGPU          = "gpu"
+	FlavorSpot         = "gpu-spot"
+	ClusterQueueName   = "cluster-queue"
+	DefaultLocalQueue  = "default"
+	DefaultNamespace   = "default"
+	kueueAPIVersion    = "kueue.x-k8s.io/v1beta2"
+	queueApplyDeadline = 60 * time.Second
+)
+
+// Queues returns the ResourceFlavors, the ClusterQueue and the default LocalQueue.
+func (c Config) Queues() ([]*unstructured.Unstructured, error) {
+	gpu := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
+		"metadata": map[string]any{"name": FlavorGPU},
+		"spec":     map[string]any{"nodeLabels": map[string]any{LabelNodePool: NodePoolGPU}},
+	}}
+	spot := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
+		"metadata": map[string]any{"name": FlavorSpot},
+		"spec": map[string]any{
+			"nodeLabels":  map[string]any{LabelNodePool: NodePoolSpot},
+			"nodeTaints":  []any{map[string]any{"key": TaintSpot, "value": "true", "effect": "NoSchedule"}},
+			"tolerations": []any{map[string]any{"key": TaintSpot, "operator": "Equal", "value": "true", "effect": "NoSchedule"}},
+		},
+	}}
+	gpuQuota, err := c.quota(c.GPUNodes)
+	if err != nil {
+		return nil, err
+	}
+	spotQuota, err := c.quota(c.SpotNodes)
+	if err != nil {
+		return nil, err
+	}
+	cq := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "ClusterQueue",
+		"metadata": map[string]any{"name": ClusterQueueName},
+		"spec": map[string]any{
+			"namespaceSelector": map[string]any{},
+			"queueingStrategy":  "BestEffortFIFO",
+			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+			"resourceGroups": []any{map[string]any{
+				"coveredResources": []any{"cpu", "memory", ResourceGPU},
+				"flavors": []any{
+					map[string]any{"name": FlavorGPU, "resources": gpuQuota},
+					map[string]any{"name": FlavorSpot, "resources": spotQuota},
+				},
+			}},
+		},
+	}}
+	lq := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "LocalQueue",
+		"metadata": map[string]any{"name": DefaultLocalQueue, "namespace": DefaultNamespace},
+		"spec":     map[string]any{"clusterQueue": ClusterQueueName},
+	}}
+	return []*unstructured.Unstructured{gpu, spot, cq, lq}, nil
+}
+
+// quota is the capacity of n nodes, as ClusterQueue resources.
+func (c Config) quota(n int) ([]any, error) {
+	mul := func(field, q string) (string, error) {
+		v, err := resource.ParseQuantity(q)
+		if err != nil {
+			return "", fmt.Errorf("node %s %q: %w", field, q, err)
+		}
+		total := resource.NewQuantity(0, v.Format)
+		for range n {
+			total.Add(v)
+		}
+		return total.String(), nil
+	}
+	cpu, err := mul("cpu", c.NodeCPU)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := mul("memory", c.NodeMemory)
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		map[string]any{"name": "cpu", "nominalQuota": cpu},
+		map[string]any{"name": "memory", "nominalQuota": mem},
+		map[string]any{"name": ResourceGPU, "nominalQuota": strconv.Itoa(n * c.GPUsPerNode)},
+	}, nil
+}
+
+func (p *Platform) applyQueues(ctx context.Context, cs *clientSet) error {
+	objs, err := p.Queues()
+	if err != nil {
+		return err
+	}
+	// Kueue's webhooks validate these; they can lag readiness by a moment.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, queueApplyDeadline, true, func(ctx context.Context) (bool, error) {
+		last = cs.apply(ctx, objs...)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("creating Kueue queues: %w", last)
+	}
+	p.logf("kueue: ResourceFlavors %s and %s, ClusterQueue %s, LocalQueue %s/%s", FlavorGPU, FlavorSpot, ClusterQueueName, DefaultNamespace, DefaultLocalQueue)
+	return nil
+}

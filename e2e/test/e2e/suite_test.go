@@ -1,0 +1,55 @@
+// Package e2e is Kiln's black-box end-to-end suite. It runs against whatever cluster
+// KUBECONFIG points at: the local platform (`make test-e2e` starts one) or a real cluster.
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var (
+	cfg       *rest.Config
+	k8s       client.Client
+	clientset *kubernetes.Clientset
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Kiln e2e")
+}
+
+var _ = BeforeSuite(func() {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	Expect(kubeconfig).NotTo(BeEmpty(), "KUBECONFIG must point at the cluster under test (make test-e2e sets it)")
+	var err error
+	cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	cfg.QPS, cfg.Burst = 100, 200
+	k8s, err = client.New(cfg, client.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	SetDefaultEventuallyTimeout(90 * time.Second)
+	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+})
+
+// newNamespace creates a namespace for one spec and deletes it afterwards.
+func newNamespace(ctx context.Context, prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
+	})
+	return ns.Name
+}
