@@ -7,6 +7,8 @@ SHELL := /usr/bin/env bash -o pipefail
 ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 export PATH := $(BIN):$(PATH)
+# kubectl's discovery cache stays in the repository too.
+export KUBECACHEDIR := $(BIN)/kube-cache
 
 # Tools are built from pinned modules under tools/, one module per tool, outside go.work.
 # scheduler-library is served by the proxy but unknown to the checksum database; its
@@ -32,7 +34,7 @@ ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BI
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml
 
 PLATFORM := $(BIN)/kiln-platform
-GO_MODULES := e2e
+GO_MODULES := api e2e
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
@@ -131,7 +133,9 @@ vet: ## Run go vet over every module.
 	go vet $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 .PHONY: generate
-generate: ## Regenerate every generated artifact.
+generate: $(BIN)/controller-gen ## Regenerate every generated artifact.
+	cd api && controller-gen object paths=./trainer/... \
+		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \

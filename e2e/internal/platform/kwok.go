@@ -80,7 +80,9 @@ const podLog = `2026-01-01T00:00:00.000000000Z stdout F [kiln-sim] starting trai
 func (c Config) kwokctl(ctx context.Context, args ...string) error {
 	cmd := exec.CommandContext(ctx, c.Bin("kwokctl"), args...)
 	// kwokctl looks kubectl up in PATH first; ours is in bin/.
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// KUBECACHEDIR keeps kubectl's discovery cache out of $HOME.
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "KUBECACHEDIR="+filepath.Join(c.StateDir, "kube-cache"),
+		"PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, out)

@@ -9,9 +9,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
 var (
@@ -23,18 +28,26 @@ var (
 
 func TestIntegration(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "Local platform integration")
+	RunSpecs(t, "e2e module integration")
 }
 
 var _ = BeforeSuite(func() {
 	binDir = os.Getenv("KUBEBUILDER_ASSETS")
 	Expect(binDir).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must name bin/ (make test-integration sets it)")
 	Expect(filepath.Join(binDir, "kube-apiserver")).To(BeAnExistingFile())
-	testEnv = &envtest.Environment{BinaryAssetsDirectory: binDir}
+	testEnv = &envtest.Environment{
+		BinaryAssetsDirectory: binDir,
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "api", "config", "crd")},
+		ErrorIfCRDPathMissing: true,
+	}
 	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(cfg, client.Options{})
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
+	Expect(trainer.AddToScheme(scheme)).To(Succeed())
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 })
 
