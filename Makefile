@@ -34,7 +34,7 @@ ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BI
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml
 
 PLATFORM := $(BIN)/kiln-platform
-GO_MODULES := api runtimes e2e
+GO_MODULES := api runtimes operator e2e
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
