@@ -34,6 +34,9 @@ ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BI
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml
 
 PLATFORM := $(BIN)/kiln-platform
+OPERATOR := $(BIN)/kiln-operator
+# Go sources a binary depends on (module sources are few; find is cheap).
+go_sources = $(shell find $(1) -name '*.go' -not -name '*_test.go') $(wildcard $(addsuffix /go.mod,$(1)) $(addsuffix /go.sum,$(1)))
 GO_MODULES := api runtimes operator e2e
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
@@ -57,7 +60,7 @@ down: platform-down ## Stop every process `make up` started.
 ##@ Local platform
 
 .PHONY: platform-up cluster-up
-platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) ## Start etcd, apiserver, controller-manager, scheduler, KWOK nodes, JobSet and Kueue on 127.0.0.1.
+platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog) on 127.0.0.1.
 	$(PLATFORM) up
 
 .PHONY: platform-down cluster-down
@@ -68,8 +71,11 @@ platform-down cluster-down: $(PLATFORM) ## Stop the local platform and every pro
 platform-status: $(PLATFORM) ## Show which platform components run and where.
 	$(PLATFORM) status
 
-$(PLATFORM): $(shell find e2e -name '*.go' -not -name '*_test.go') e2e/go.mod e2e/go.sum go.work
+$(PLATFORM): $(call go_sources,e2e api runtimes) $(wildcard runtimes/catalog/*.yaml e2e/internal/platform/*.yaml) go.work
 	go build -o $@ ./e2e/cmd/kiln-platform
+
+$(OPERATOR): $(call go_sources,operator api runtimes) go.work
+	go build -o $@ ./operator/cmd/kiln-operator
 
 $(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)

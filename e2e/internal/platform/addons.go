@@ -155,6 +155,11 @@ func (p *Platform) addonsUp(ctx context.Context, cs *clientSet) error {
 			return fmt.Errorf("installing %s: %w", a.name, err)
 		}
 	}
+	// Kueue sets up its TrainJob integration once the TrainJob CRD exists; it polls with a
+	// growing backoff, so the CRDs go in before Kueue starts.
+	if err := p.applyKilnCRDs(ctx, cs); err != nil {
+		return err
+	}
 	for _, a := range addons {
 		if pid, running := a.process.Running(); running {
 			p.logf("%s: already running (pid %d)", a.name, pid)

@@ -15,6 +15,8 @@ import (
 
 // Config says where the platform's binaries and state live and how it is shaped.
 type Config struct {
+	// Root is the repository.
+	Root string
 	// BinDir holds the pinned binaries (bin/ in the repository).
 	BinDir string
 	// StateDir holds the cluster's state, certificates, PID files and logs (bin/platform).
@@ -27,6 +29,8 @@ type Config struct {
 	JobSetHealth     int
 	KueueWebhook     int
 	KueueHealth      int
+	OperatorHealth   int
+	OperatorMetrics  int
 	GPUNodes         int
 	GPUsPerNode      int
 	SpotNodes        int
@@ -53,6 +57,7 @@ const (
 func DefaultConfig(root string) Config {
 	bin := filepath.Join(root, "bin")
 	return Config{
+		Root:             root,
 		BinDir:           bin,
 		StateDir:         filepath.Join(bin, "platform"),
 		ClusterName:      "kiln",
@@ -61,6 +66,8 @@ func DefaultConfig(root string) Config {
 		JobSetHealth:     18081,
 		KueueWebhook:     19444,
 		KueueHealth:      18082,
+		OperatorHealth:   18084,
+		OperatorMetrics:  18085,
 		GPUNodes:         4,
 		GPUsPerNode:      8,
 		SpotNodes:        2,

@@ -1,0 +1,93 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kiln-ml/kiln/runtimes"
+)
+
+// operatorProcess is Kiln's operator, run from bin/ like the other controllers.
+func (p *Platform) operatorProcess() Process {
+	return Process{
+		Name: "kiln-operator",
+		Path: p.Bin("kiln-operator"),
+		Args: []string{
+			"--kubeconfig=" + p.Kubeconfig(),
+			"--leader-elect=false",
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.OperatorHealth),
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.OperatorMetrics),
+			"--zap-log-level=2",
+		},
+		RunDir:  p.RunDir(),
+		LogsDir: p.LogsDir(),
+	}
+}
+
+// applyKilnCRDs installs the trainer.kubeflow.org CRDs generated into api/config/crd.
+func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
+	files, err := filepath.Glob(filepath.Join(p.Root, "api", "config", "crd", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs under api/config/crd (run `make generate`): %v", err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, f := range files {
+		objs, err := ReadManifests(f)
+		if err != nil {
+			return err
+		}
+		crds = append(crds, objs...)
+	}
+	if err := cs.apply(ctx, crds...); err != nil {
+		return fmt.Errorf("installing Kiln's CRDs: %w", err)
+	}
+	return cs.waitCRDsEstablished(ctx, crds)
+}
+
+// kilnUp starts the operator and installs the runtime catalog.
+func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
+	op := p.operatorProcess()
+	if pid, running := op.Running(); running {
+		p.logf("kiln-operator: already running (pid %d)", pid)
+	} else {
+		if err := op.Start(); err != nil {
+			return err
+		}
+		p.logf("kiln-operator: started (log %s)", op.LogFile())
+	}
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, running := op.Running(); !running {
+			return false, fmt.Errorf("kiln-operator exited")
+		}
+		return httpOK(ctx, readyz), nil
+	})
+	if err != nil {
+		return fmt.Errorf("kiln-operator did not become ready: %w\n--- %s (last 30 lines)\n%s", err, op.LogFile(), Tail(op.LogFile(), 30))
+	}
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	if err != nil {
+		return err
+	}
+	var objs []*unstructured.Unstructured
+	for _, rt := range rts {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rt)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		objs = append(objs, u)
+	}
+	if err := cs.apply(ctx, objs...); err != nil {
+		return fmt.Errorf("installing the runtime catalog: %w", err)
+	}
+	p.logf("kiln: CRDs, operator and %d ClusterTrainingRuntimes installed", len(objs))
+	return nil
+}

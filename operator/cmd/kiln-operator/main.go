@@ -1,0 +1,92 @@
+// Command kiln-operator runs Kiln's controller manager: the TrainJob controller, which
+// renders TrainJobs into JobSets and reports their progress.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+)
+
+type options struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	qps                     float64
+	burst                   int
+	concurrency             int
+	gracefulShutdown        time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so that only one replica reconciles")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	flag.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the Kubernetes API")
+	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
+	flag.IntVar(&o.concurrency, "trainjob-concurrency", 10, "TrainJobs reconciled in parallel")
+	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "Operator stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "kiln-operator.trainer.kubeflow.org",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		GracefulShutdownTimeout: &o.gracefulShutdown,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
+		return fmt.Errorf("setting up the TrainJob controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting kiln-operator")
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,206 @@
+// Package controller holds the TrainJob controller: it renders each TrainJob into a JobSet,
+// propagates suspension, and reports the JobSet's progress in the TrainJob's status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/operator/internal/render"
+)
+
+// FieldOwner is the server-side apply field manager of everything the controller writes.
+const FieldOwner = "kiln-trainjob-controller"
+
+// Event reasons.
+const (
+	ReasonCreated         = "Created"
+	ReasonSuspended       = "Suspended"
+	ReasonResumed         = "Resumed"
+	ReasonCompleted       = "Completed"
+	ReasonFailed          = "Failed"
+	ReasonRuntimeNotFound = "RuntimeNotFound"
+	ReasonRenderFailed    = "RenderFailed"
+)
+
+// TrainJobReconciler reconciles TrainJobs.
+type TrainJobReconciler struct {
+	client   ctrl.Client
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+}
+
+// NewTrainJobReconciler returns a reconciler writing through c and recording events with rec.
+func NewTrainJobReconciler(c ctrl.Client, rec events.EventRecorder, clk clock.PassiveClock) *TrainJobReconciler {
+	return &TrainJobReconciler{client: c, recorder: rec, clock: clk}
+}
+
+// event is recorded once the status write that it describes succeeded.
+type event struct {
+	kind, reason, note string
+}
+
+// Reconcile fetches the TrainJob and hands it to reconcile.
+func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	tj := &trainer.TrainJob{}
+	if err := r.client.Get(ctx, req.NamespacedName, tj); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	log := klog.FromContext(ctx).WithValues("trainJob", klog.KObj(tj))
+	ctx = klog.NewContext(ctx, log)
+	if ptr.Deref(tj.Spec.ManagedBy, trainer.TrainJobControllerName) != trainer.TrainJobControllerName {
+		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
+		return reconcile.Result{}, nil
+	}
+	if !tj.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	return r.reconcile(ctx, tj)
+}
+
+func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
+	js := &jobsetv1alpha2.JobSet{}
+	if err := r.client.Get(ctx, ctrl.ObjectKeyFromObject(tj), js); apierrors.IsNotFound(err) {
+		js = nil
+	} else if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading JobSet: %w", err)
+	}
+	var evs []event
+	var applyErr error
+	if !finished(&tj.Status) {
+		evs, applyErr = r.reconcileJobSet(ctx, tj, js)
+	}
+	st := observe(tj, js)
+	if errors.Is(applyErr, errRuntimeNotFound) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: trainer.TrainJobRuntimeNotFoundReason, ObservedGeneration: tj.Generation,
+			Message: fmt.Sprintf("%s %q not found: create it, or point spec.runtimeRef at an existing runtime", runtimeKind(tj), tj.Spec.RuntimeRef.Name),
+		})
+		evs = append(evs, event{corev1.EventTypeWarning, ReasonRuntimeNotFound, meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed).Message})
+	} else if c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed); c != nil && c.Reason == trainer.TrainJobRuntimeNotFoundReason && applyErr == nil {
+		meta.RemoveStatusCondition(&st.Conditions, trainer.TrainJobFailed)
+	}
+	evs = append(evs, transitions(&tj.Status, st)...)
+	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
+		tj.Status = *st
+		if err := r.client.Status().Update(ctx, tj); err != nil {
+			return reconcile.Result{}, errors.Join(applyErr, fmt.Errorf("writing status: %w", err))
+		}
+	}
+	for _, e := range evs {
+		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
+	}
+	if errors.Is(applyErr, errRuntimeNotFound) {
+		// The runtime watch requeues the job as soon as the runtime appears.
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, applyErr
+}
+
+// transitions are the events a status change deserves.
+func transitions(before, after *trainer.TrainJobStatus) []event {
+	var evs []event
+	turned := func(t string, s metav1.ConditionStatus, reason string) *metav1.Condition {
+		a := meta.FindStatusCondition(after.Conditions, t)
+		if a == nil || a.Status != s || (reason != "" && a.Reason != reason) {
+			return nil
+		}
+		b := meta.FindStatusCondition(before.Conditions, t)
+		if b != nil && b.Status == a.Status && b.Reason == a.Reason {
+			return nil
+		}
+		return a
+	}
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionTrue, ""); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonSuspended, c.Message})
+	}
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonResumed, c.Message})
+	}
+	if c := turned(trainer.TrainJobComplete, metav1.ConditionTrue, ""); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonCompleted, "TrainJob completed: " + c.Message})
+	}
+	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && c.Reason != trainer.TrainJobRuntimeNotFoundReason {
+		evs = append(evs, event{corev1.EventTypeWarning, ReasonFailed, "TrainJob failed: " + c.Message})
+	}
+	return evs
+}
+
+// reconcileJobSet creates the JobSet, or updates it while the TrainJob or the JobSet is
+// suspended (the only time a JobSet's pod templates may change): that is how suspension,
+// resumption and Kueue's runtime patches reach it. A running JobSet is left alone.
+func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) ([]event, error) {
+	if js != nil && !metav1.IsControlledBy(js, tj) {
+		return nil, reconcile.TerminalError(fmt.Errorf("JobSet %s exists and is not owned by this TrainJob: delete it or rename the TrainJob", js.Name))
+	}
+	if js != nil && !ptr.Deref(tj.Spec.Suspend, false) && !ptr.Deref(js.Spec.Suspend, false) {
+		return nil, nil
+	}
+	rt, err := r.pinnedRuntime(ctx, tj)
+	if err != nil {
+		return nil, err
+	}
+	res, err := render.Render(tj, rt)
+	if err != nil {
+		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(err)
+	}
+	if res.NeedsSSHSecret {
+		if err := r.ensureSSHSecret(ctx, tj); err != nil {
+			return nil, err
+		}
+	}
+	if res.HostfileConfigMap != nil {
+		if err := r.apply(ctx, res.HostfileConfigMap); err != nil {
+			return nil, fmt.Errorf("applying MPI hostfile: %w", err)
+		}
+	}
+	if err := r.apply(ctx, res.JobSet); err != nil {
+		return nil, fmt.Errorf("applying JobSet: %w", err)
+	}
+	if js == nil {
+		log := klog.FromContext(ctx)
+		log.V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
+		return []event{{corev1.EventTypeNormal, ReasonCreated, fmt.Sprintf("Created JobSet %s", res.JobSet.Name)}}, nil
+	}
+	return nil, nil
+}
+
+func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, tj *trainer.TrainJob) error {
+	err := r.client.Get(ctx, ctrl.ObjectKey{Namespace: tj.Namespace, Name: render.SSHSecretName(tj)}, &corev1.Secret{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	secret, err := render.NewSSHSecret(tj)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating MPI SSH secret: %w", err)
+	}
+	return nil
+}
+
+// apply server-side applies obj with the controller's field owner.
+func (r *TrainJobReconciler) apply(ctx context.Context, obj runtime.Object) error {
+	u, err := toApplyConfiguration(obj)
+	if err != nil {
+		return err
+	}
+	return r.client.Apply(ctx, u, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership)
+}
