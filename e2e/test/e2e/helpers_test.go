@@ -4,11 +4,14 @@ import (
 	"os"
 
 	. "github.com/onsi/ginkgo/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 func yamlInto(doc string, u *unstructured.Unstructured) error {
 	return yaml.Unmarshal([]byte(doc), &u.Object)

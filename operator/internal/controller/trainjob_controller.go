@@ -99,7 +99,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	evs = append(evs, transitions(&tj.Status, st)...)
 	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
 		tj.Status = *st
-		if err := r.client.Status().Update(ctx, tj); err != nil {
+		if err := r.client.Status().Update(ctx, tj); apierrors.IsConflict(err) && applyErr == nil {
+			// Someone (often Kueue) wrote the TrainJob meanwhile; that write requeues it.
+			return reconcile.Result{}, nil
+		} else if err != nil {
 			return reconcile.Result{}, errors.Join(applyErr, fmt.Errorf("writing status: %w", err))
 		}
 	}
