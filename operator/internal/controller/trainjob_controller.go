@@ -177,9 +177,9 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		return nil, fmt.Errorf("applying JobSet: %w", err)
 	}
 	if js == nil {
-		log := klog.FromContext(ctx)
-		log.V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
-		return []event{{corev1.EventTypeNormal, ReasonCreated, fmt.Sprintf("Created JobSet %s", res.JobSet.Name)}}, nil
+		// Recorded now: the write it describes succeeded, whatever happens to the status write.
+		klog.FromContext(ctx).V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
+		r.recorder.Eventf(tj, res.JobSet, corev1.EventTypeNormal, ReasonCreated, "Reconcile", "Created JobSet %s", res.JobSet.Name)
 	}
 	return nil, nil
 }
