@@ -17,6 +17,7 @@ const (
 	TrainJobResumedMessage            = "TrainJob is resumed"
 	TrainJobDeadlineExceededMessage   = "TrainJob exceeded its active deadline"
 	TrainJobRuntimeNotFoundReason     = "RuntimeNotFound"
+	TrainJobRuntimeFoundReason        = "RuntimeFound"
 )
 
 // Well-known values.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -38,6 +39,9 @@ const (
 	ReasonRuntimeNotFound = "RuntimeNotFound"
 	ReasonRenderFailed    = "RenderFailed"
 )
+
+// conflictRetry is how soon a reconcile whose status write lost a race starts over.
+const conflictRetry = 100 * time.Millisecond
 
 // TrainJobReconciler reconciles TrainJobs.
 type TrainJobReconciler struct {
@@ -94,14 +98,20 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		})
 		evs = append(evs, event{corev1.EventTypeWarning, ReasonRuntimeNotFound, meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed).Message})
 	} else if c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed); c != nil && c.Reason == trainer.TrainJobRuntimeNotFoundReason && applyErr == nil {
-		meta.RemoveStatusCondition(&st.Conditions, trainer.TrainJobFailed)
+		// The runtime appeared: the failure is over (False, not removed, so that the
+		// transition stays visible and the status is never empty).
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeFoundReason, ObservedGeneration: tj.Generation,
+			Message: fmt.Sprintf("%s %q found", runtimeKind(tj), tj.Spec.RuntimeRef.Name),
+		})
 	}
 	evs = append(evs, transitions(&tj.Status, st)...)
 	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
 		tj.Status = *st
 		if err := r.client.Status().Update(ctx, tj); apierrors.IsConflict(err) && applyErr == nil {
-			// Someone (often Kueue) wrote the TrainJob meanwhile; that write requeues it.
-			return reconcile.Result{}, nil
+			// Someone (often Kueue) wrote the TrainJob meanwhile: start over from it.
+			klog.FromContext(ctx).V(3).Info("TrainJob changed while reconciling; retrying")
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
 		} else if err != nil {
 			return reconcile.Result{}, errors.Join(applyErr, fmt.Errorf("writing status: %w", err))
 		}

@@ -1,0 +1,95 @@
+// Package integration tests the TrainJob controller against a real kube-apiserver and etcd
+// (envtest, binaries from bin/). No JobSet controller runs: the tests write JobSet status
+// themselves, as the JobSet controller would.
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+)
+
+var (
+	testEnv *envtest.Environment
+	cfg     *rest.Config
+	k8s     client.Client
+	cancel  context.CancelFunc
+)
+
+func TestIntegration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Operator integration")
+}
+
+// jobSetCRDs is the JobSet CRD of the pinned JobSet module (tools/jobset), so that its
+// version always matches the controller the platform runs.
+func jobSetCRDs() string {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset")
+	cmd.Dir = filepath.Join("..", "..", "..", "tools", "jobset")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "locating the pinned JobSet module")
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "components", "crd", "bases")
+}
+
+var _ = BeforeSuite(func() {
+	EnforceDefaultTimeoutsWhenUsingContexts()
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must name bin/ (make test-integration sets it)")
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "api", "config", "crd"), jobSetCRDs()},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(trainer.AddToScheme(scheme)).To(Succeed())
+	Expect(jobsetv1alpha2.AddToScheme(scheme)).To(Succeed())
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	Expect(err).NotTo(HaveOccurred())
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptrTrue()})).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+func ptrTrue() *bool { b := true; return &b }

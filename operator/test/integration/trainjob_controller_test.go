@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/runtimes"
+)
+
+func newNamespace(ctx context.Context) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "op-"}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// namespacedTorchRuntime creates a TrainingRuntime from the catalog's torch-distributed.
+func namespacedTorchRuntime(ctx context.Context, ns, name string) *trainer.TrainingRuntime {
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	Expect(err).NotTo(HaveOccurred())
+	for _, rt := range rts {
+		if rt.Name == "torch-distributed" {
+			out := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *rt.Spec.DeepCopy()}
+			Expect(k8s.Create(ctx, out)).To(Succeed())
+			return out
+		}
+	}
+	Fail("no torch-distributed in the catalog")
+	return nil
+}
+
+func newTrainJob(ns, name, runtime string) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: runtime, Kind: ptr.To(trainer.TrainingRuntimeKind)},
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"torchrun", "train.py"}},
+		},
+	}
+}
+
+func jobSetOf(ctx context.Context, g Gomega, tj *trainer.TrainJob) *jobsetv1alpha2.JobSet {
+	js := &jobsetv1alpha2.JobSet{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), js)).To(Succeed())
+	return js
+}
+
+func condition(ctx context.Context, g Gomega, tj *trainer.TrainJob, t string) *metav1.Condition {
+	got := &trainer.TrainJob{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), got)).To(Succeed())
+	return meta.FindStatusCondition(got.Status.Conditions, t)
+}
+
+// setJobSetCondition plays the JobSet controller.
+func setJobSetCondition(ctx context.Context, tj *trainer.TrainJob, t jobsetv1alpha2.JobSetConditionType, reason, message string) {
+	Eventually(ctx, func(g Gomega) {
+		js := jobSetOf(ctx, g, tj)
+		meta.SetStatusCondition(&js.Status.Conditions, metav1.Condition{Type: string(t), Status: metav1.ConditionTrue, Reason: reason, Message: message})
+		js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Succeeded: 1}}
+		g.Expect(k8s.Status().Update(ctx, js)).To(Succeed())
+	}).Should(Succeed())
+}
+
+var _ = Describe("TrainJob controller", func() {
+	It("renders the JobSet, owned by the TrainJob, and pins the runtime", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "train", "torch")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			js := jobSetOf(ctx, g, tj)
+			g.Expect(metav1.IsControlledBy(js, tj)).To(BeTrue())
+			g.Expect(js.Spec.ReplicatedJobs).To(HaveLen(1))
+			g.Expect(js.Spec.ReplicatedJobs[0].Template.Spec.Parallelism).To(HaveValue(BeEquivalentTo(2)))
+			cm := &corev1.ConfigMap{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "train-runtime-snapshot"}, cm)).To(Succeed())
+			g.Expect(metav1.IsControlledBy(cm, tj)).To(BeTrue())
+		}).Should(Succeed())
+	})
+
+	It("keeps rendering from the runtime as it was at the first reconcile", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		rt := namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "pinned", "torch")
+		tj.Spec.Suspend = ptr.To(true)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) { jobSetOf(ctx, g, tj) }).Should(Succeed())
+		original := rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image
+
+		By("editing the runtime's image")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(rt), rt)).To(Succeed())
+		rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image = "example.com/edited:latest"
+		Expect(k8s.Update(ctx, rt)).To(Succeed())
+
+		By("resuming, which re-renders the JobSet")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Spec.Suspend = ptr.To(false)
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			js := jobSetOf(ctx, g, tj)
+			g.Expect(js.Spec.Suspend).To(HaveValue(BeFalse()))
+			g.Expect(js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image).To(Equal(original))
+		}).Should(Succeed())
+	})
+
+	It("propagates suspend and resume, with conditions", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "pause", "torch")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) { g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeFalse())) }).Should(Succeed())
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Spec.Suspend = ptr.To(true)
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeTrue()))
+			c := condition(ctx, g, tj, trainer.TrainJobSuspended)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(trainer.TrainJobSuspendedReason))
+		}).Should(Succeed())
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Spec.Suspend = ptr.To(false)
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeFalse()))
+			c := condition(ctx, g, tj, trainer.TrainJobSuspended)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(trainer.TrainJobResumedReason))
+		}).Should(Succeed())
+	})
+
+	It("removes from the JobSet what a manager removes from its runtime patch", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "patched", "torch")
+		tj.Spec.Suspend = ptr.To(true)
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+			Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+				Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{NodeSelector: map[string]string{"pool": "gpu"}}},
+			}}}}},
+		}}}}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(jobSetOf(ctx, g, tj).Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue("pool", "gpu"))
+		}).Should(Succeed())
+
+		By("Kueue clearing its patch after a preemption")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Spec.RuntimePatches = nil
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(jobSetOf(ctx, g, tj).Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(BeEmpty())
+		}).Should(Succeed())
+	})
+
+	It("reports completion and never recreates the JobSet of a finished TrainJob", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "done", "torch")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) { jobSetOf(ctx, g, tj) }).Should(Succeed())
+		setJobSetCondition(ctx, tj, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
+		Eventually(ctx, func(g Gomega) {
+			c := condition(ctx, g, tj, trainer.TrainJobComplete)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal("AllJobsCompleted"))
+			got := &trainer.TrainJob{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), got)).To(Succeed())
+			g.Expect(got.Status.JobsStatus).To(ConsistOf(And(HaveField("Name", "node"), HaveField("Succeeded", HaveValue(BeEquivalentTo(1))))))
+		}).Should(Succeed())
+
+		By("deleting the JobSet of the finished TrainJob")
+		js := &jobsetv1alpha2.JobSet{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), js)).To(Succeed())
+		Expect(k8s.Delete(ctx, js)).To(Succeed())
+		// Touch the TrainJob so that it is reconciled again.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Labels = map[string]string{"touched": "true"}
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Consistently(ctx, func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+		}, 2*time.Second).Should(BeTrue())
+		Expect(condition(ctx, Default, tj, trainer.TrainJobComplete).Status).To(Equal(metav1.ConditionTrue))
+	})
+
+	It("reports a JobSet failure with its reason", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "broken", "torch")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) { jobSetOf(ctx, g, tj) }).Should(Succeed())
+		setJobSetCondition(ctx, tj, jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures")
+		Eventually(ctx, func(g Gomega) {
+			c := condition(ctx, g, tj, trainer.TrainJobFailed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal("FailedJobs"))
+			g.Expect(c.Message).To(Equal("jobset failed due to one or more job failures"))
+		}).Should(Succeed())
+	})
+
+	It("leaves TrainJobs managed by MultiKueue alone", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "remote", "torch")
+		tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueControllerName)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Consistently(ctx, func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+		}, 2*time.Second).Should(BeTrue())
+	})
+
+	It("fails clearly while the runtime is missing and recovers once it exists", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		tj := newTrainJob(ns, "early", "late-runtime")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			c := condition(ctx, g, tj, trainer.TrainJobFailed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(trainer.TrainJobRuntimeNotFoundReason))
+			g.Expect(c.Message).To(ContainSubstring(`TrainingRuntime "late-runtime" not found`))
+			g.Expect(c.Message).To(ContainSubstring("spec.runtimeRef"))
+		}).Should(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			events := &corev1.EventList{}
+			g.Expect(k8s.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(HaveField("Reason", "RuntimeNotFound")))
+		}).Should(Succeed())
+
+		By("creating the runtime")
+		namespacedTorchRuntime(ctx, ns, "late-runtime")
+		Eventually(ctx, func(g Gomega) {
+			jobSetOf(ctx, g, tj)
+			c := condition(ctx, g, tj, trainer.TrainJobFailed)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(trainer.TrainJobRuntimeFoundReason))
+		}).Should(Succeed())
+	})
+})
