@@ -30,6 +30,7 @@ type Config struct {
 	KueueWebhook     int
 	KueueHealth      int
 	OperatorHealth   int
+	OperatorWebhook  int
 	OperatorMetrics  int
 	GPUNodes         int
 	GPUsPerNode      int
@@ -67,6 +68,7 @@ func DefaultConfig(root string) Config {
 		KueueWebhook:     19444,
 		KueueHealth:      18082,
 		OperatorHealth:   18084,
+		OperatorWebhook:  19445,
 		OperatorMetrics:  18085,
 		GPUNodes:         4,
 		GPUsPerNode:      8,

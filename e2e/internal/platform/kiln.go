@@ -23,6 +23,9 @@ func (p *Platform) operatorProcess() Process {
 			"--leader-elect=false",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.OperatorHealth),
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.OperatorMetrics),
+			"--webhook-host=127.0.0.1",
+			fmt.Sprintf("--webhook-port=%d", p.OperatorWebhook),
+			"--webhook-cert-dir=" + p.PKI().ServingDir(),
 			"--zap-log-level=2",
 		},
 		RunDir:  p.RunDir(),
@@ -71,6 +74,13 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	if err != nil {
 		return fmt.Errorf("kiln-operator did not become ready: %w\n--- %s (last 30 lines)\n%s", err, op.LogFile(), Tail(op.LogFile(), 30))
 	}
+	caBundle, err := p.PKI().CABundle()
+	if err != nil {
+		return err
+	}
+	if err := cs.apply(ctx, p.operatorWebhooks(caBundle)...); err != nil {
+		return fmt.Errorf("registering Kiln's webhooks: %w", err)
+	}
 	rts, err := runtimes.ClusterTrainingRuntimes()
 	if err != nil {
 		return err
@@ -90,4 +100,37 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	}
 	p.logf("kiln: CRDs, operator and %d ClusterTrainingRuntimes installed", len(objs))
 	return nil
+}
+
+// operatorWebhooks registers the operator's TrainJob webhooks at its local address.
+func (p *Platform) operatorWebhooks(caBundle []byte) []*unstructured.Unstructured {
+	hook := func(name, path string) map[string]any {
+		return map[string]any{
+			"name":                    name,
+			"admissionReviewVersions": []any{"v1"},
+			"sideEffects":             "None",
+			"failurePolicy":           "Fail",
+			"timeoutSeconds":          int64(10),
+			"clientConfig": map[string]any{
+				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", p.OperatorWebhook, path),
+				"caBundle": encodeBase64(caBundle),
+			},
+			"rules": []any{map[string]any{
+				"apiGroups": []any{"trainer.kubeflow.org"}, "apiVersions": []any{"v1alpha1"},
+				"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"trainjobs"},
+			}},
+		}
+	}
+	return []*unstructured.Unstructured{
+		{Object: map[string]any{
+			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+			"metadata": map[string]any{"name": "kiln-trainjob-defaulter"},
+			"webhooks": []any{hook("defaulter.trainjob.kiln.dev", "/mutate-trainer-kubeflow-org-v1alpha1-trainjob")},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+			"metadata": map[string]any{"name": "kiln-trainjob-validator"},
+			"webhooks": []any{hook("validator.trainjob.kiln.dev", "/validate-trainer-kubeflow-org-v1alpha1-trainjob")},
+		}},
+	}
 }

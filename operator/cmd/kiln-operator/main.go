@@ -17,10 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
 type options struct {
@@ -31,6 +33,10 @@ type options struct {
 	burst                   int
 	concurrency             int
 	gracefulShutdown        time.Duration
+	webhooks                bool
+	webhookHost             string
+	webhookPort             int
+	webhookCertDir          string
 }
 
 func main() {
@@ -43,6 +49,10 @@ func main() {
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
 	flag.IntVar(&o.concurrency, "trainjob-concurrency", 10, "TrainJobs reconciled in parallel")
 	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
+	flag.BoolVar(&o.webhooks, "enable-webhooks", true, "serve the TrainJob admission webhooks")
+	flag.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
+	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory with the webhook server's tls.crt and tls.key")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,6 +83,7 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionID:        "kiln-operator.trainer.kubeflow.org",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
 		GracefulShutdownTimeout: &o.gracefulShutdown,
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -81,10 +92,18 @@ func run(ctx context.Context, o options) error {
 	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
+	ready := healthz.Ping
+	if o.webhooks {
+		if err := kilnwebhook.Setup(mgr, clock.RealClock{}); err != nil {
+			return fmt.Errorf("setting up the TrainJob webhooks: %w", err)
+		}
+		// Ready once the webhook server serves: the apiserver calls it for every TrainJob.
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
 		return err
 	}
 	ctrl.Log.Info("Starting kiln-operator")

@@ -5,6 +5,9 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+	"strconv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -23,10 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
 var (
@@ -60,6 +67,7 @@ var _ = BeforeSuite(func() {
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "api", "config", "crd"), jobSetCRDs()},
 		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: webhookInstallOptions(),
 	}
 	var err error
 	cfg, err = testEnv.Start()
@@ -71,16 +79,29 @@ var _ = BeforeSuite(func() {
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	wh := testEnv.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:        scheme,
+		Metrics:       metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
+	})
 	Expect(err).NotTo(HaveOccurred())
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptrTrue()})).To(Succeed())
+	Expect(kilnwebhook.Setup(mgr, clock.RealClock{})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	Eventually(func() error {
+		conn, err := tls.Dial("tcp", net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}).Should(Succeed())
 })
 
 var _ = AfterSuite(func() {
@@ -93,3 +114,36 @@ var _ = AfterSuite(func() {
 })
 
 func ptrTrue() *bool { b := true; return &b }
+
+// labelSkipAdmission lets a spec create a TrainJob the webhooks would reject, as if it
+// had been created while they were down.
+const labelSkipAdmission = "test.kiln.dev/skip-admission"
+
+func webhookInstallOptions() envtest.WebhookInstallOptions {
+	selector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: labelSkipAdmission, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"trainer.kubeflow.org"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainjobs"}},
+	}}
+	none := admissionregistrationv1.SideEffectClassNone
+	fail := admissionregistrationv1.Fail
+	client := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "kiln", Namespace: "default", Path: &path}}
+	}
+	return envtest.WebhookInstallOptions{
+		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{{
+			ObjectMeta: metav1.ObjectMeta{Name: "kiln-trainjob-defaulter"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: "defaulter.trainjob.kiln.dev", ClientConfig: client(kilnwebhook.MutatePath), Rules: rules,
+				ObjectSelector: selector, SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+			}},
+		}},
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{{
+			ObjectMeta: metav1.ObjectMeta{Name: "kiln-trainjob-validator"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "validator.trainjob.kiln.dev", ClientConfig: client(kilnwebhook.ValidatePath), Rules: rules,
+				ObjectSelector: selector, SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+			}},
+		}},
+	}
+}

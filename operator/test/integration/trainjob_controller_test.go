@@ -226,6 +226,7 @@ var _ = Describe("TrainJob controller", func() {
 	It("fails clearly while the runtime is missing and recovers once it exists", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		tj := newTrainJob(ns, "early", "late-runtime")
+		tj.Labels = map[string]string{labelSkipAdmission: "true"}
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			c := condition(ctx, g, tj, trainer.TrainJobFailed)

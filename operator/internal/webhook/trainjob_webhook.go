@@ -1,0 +1,256 @@
+// Package webhook holds the TrainJob admission webhooks: a defaulter that stamps runtime
+// patches with the time they changed, and a validator whose messages name the field and
+// the fix.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/operator/internal/render"
+)
+
+// Paths the webhooks are served at (the same as Kubeflow Trainer's).
+const (
+	MutatePath   = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+	ValidatePath = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+)
+
+// Setup registers the TrainJob webhooks with the manager's webhook server.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
+		WithDefaulter(&Defaulter{clock: clk}).
+		WithValidator(&Validator{client: mgr.GetClient()}).
+		Complete()
+}
+
+// Defaulter stamps each runtime patch with the time it last changed.
+type Defaulter struct {
+	clock clock.PassiveClock
+}
+
+// Default sets runtimePatches[].time on new or changed patches, keeping it on unchanged ones.
+func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
+	old := map[string]trainer.RuntimePatch{}
+	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+		prev := &trainer.TrainJob{}
+		if err := json.Unmarshal(req.OldObject.Raw, prev); err != nil {
+			return fmt.Errorf("decoding the TrainJob before the update: %w", err)
+		}
+		for _, p := range prev.Spec.RuntimePatches {
+			old[p.Manager] = p
+		}
+	}
+	now := metav1.NewTime(d.clock.Now().Truncate(1e9))
+	for i := range tj.Spec.RuntimePatches {
+		p := &tj.Spec.RuntimePatches[i]
+		prev, ok := old[p.Manager]
+		if ok && apiequality.Semantic.DeepEqual(prev.TrainingRuntimeSpec, p.TrainingRuntimeSpec) {
+			p.Time = prev.Time
+			continue
+		}
+		if !ok && p.Time != nil {
+			continue
+		}
+		p.Time = &now
+	}
+	return nil
+}
+
+// Validator rejects TrainJobs that can never run as written.
+type Validator struct {
+	client client.Reader
+}
+
+// ValidateCreate checks a new TrainJob against its runtime.
+func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
+	rt, errs := v.runtime(ctx, tj)
+	if rt != nil {
+		errs = append(errs, validateAgainstRuntime(tj, rt)...)
+	}
+	return nil, toInvalid(tj, errs)
+}
+
+// ValidateUpdate also keeps runtime patches from changing under running pods.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJob) (admission.Warnings, error) {
+	var errs field.ErrorList
+	if !apiequality.Semantic.DeepEqual(withoutTimes(old.Spec.RuntimePatches), withoutTimes(tj.Spec.RuntimePatches)) &&
+		!ptr.Deref(old.Spec.Suspend, false) && !ptr.Deref(tj.Spec.Suspend, false) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "runtimePatches"),
+			"may change only while the TrainJob is suspended: set spec.suspend to true first (or in the same update)"))
+	}
+	if len(errs) == 0 && !apiequality.Semantic.DeepEqual(old.Spec.RuntimePatches, tj.Spec.RuntimePatches) {
+		if rt, rtErrs := v.runtime(ctx, tj); rt != nil {
+			errs = append(errs, validatePatches(tj, rt)...)
+		} else {
+			errs = append(errs, rtErrs...)
+		}
+	}
+	return nil, toInvalid(tj, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (v *Validator) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func withoutTimes(ps []trainer.RuntimePatch) []trainer.RuntimePatch {
+	out := make([]trainer.RuntimePatch, len(ps))
+	for i, p := range ps {
+		out[i] = *p.DeepCopy()
+		out[i].Time = nil
+	}
+	return out
+}
+
+func toInvalid(tj *trainer.TrainJob, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(trainer.GroupVersion.WithKind(trainer.TrainJobKind).GroupKind(), tj.Name, errs)
+}
+
+// runtime reads the referenced runtime's spec.
+func (v *Validator) runtime(ctx context.Context, tj *trainer.TrainJob) (*trainer.TrainingRuntimeSpec, field.ErrorList) {
+	ref := field.NewPath("spec", "runtimeRef")
+	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
+	if g := ptr.Deref(tj.Spec.RuntimeRef.APIGroup, trainer.GroupVersion.Group); g != trainer.GroupVersion.Group {
+		return nil, field.ErrorList{field.NotSupported(ref.Child("apiGroup"), g, []string{trainer.GroupVersion.Group})}
+	}
+	var err error
+	var spec trainer.TrainingRuntimeSpec
+	switch kind {
+	case trainer.ClusterTrainingRuntimeKind:
+		rt := &trainer.ClusterTrainingRuntime{}
+		err = v.client.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, rt)
+		spec = rt.Spec
+	case trainer.TrainingRuntimeKind:
+		rt := &trainer.TrainingRuntime{}
+		err = v.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Spec.RuntimeRef.Name}, rt)
+		spec = rt.Spec
+	default:
+		return nil, field.ErrorList{field.NotSupported(ref.Child("kind"), kind, []string{trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind})}
+	}
+	if apierrors.IsNotFound(err) {
+		where := ""
+		if kind == trainer.TrainingRuntimeKind {
+			where = " in namespace " + tj.Namespace
+		}
+		return nil, field.ErrorList{field.Invalid(ref.Child("name"), tj.Spec.RuntimeRef.Name, fmt.Sprintf(
+			"%s %q not found%s: create the runtime first, or name an existing one (kubectl get clustertrainingruntimes,trainingruntimes -A)",
+			kind, tj.Spec.RuntimeRef.Name, where))}
+	}
+	if err != nil {
+		return nil, field.ErrorList{field.InternalError(ref, fmt.Errorf("reading the runtime: %w", err))}
+	}
+	return &spec, nil
+}
+
+func validateAgainstRuntime(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) field.ErrorList {
+	var errs field.ErrorList
+	if t := tj.Spec.Trainer; t != nil && rt.MLPolicy != nil {
+		var reserved []string
+		var framework string
+		switch {
+		case rt.MLPolicy.Torch != nil:
+			reserved, framework = render.TorchEnv, "torch"
+		case rt.MLPolicy.MPI != nil:
+			reserved, framework = render.MPIEnv, "MPI"
+		case rt.MLPolicy.XGBoost != nil:
+			reserved, framework = render.XGBoostEnv, "XGBoost"
+		}
+		for i, e := range t.Env {
+			if slices.Contains(reserved, e.Name) {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "trainer", "env").Index(i).Child("name"),
+					fmt.Sprintf("%s is set by Kiln for %s runtimes: remove it (use spec.trainer.numNodes and spec.trainer.numProcPerNode to size the job)", e.Name, framework)))
+			}
+		}
+	}
+	if in := tj.Spec.Initializer; in != nil {
+		for _, step := range []struct {
+			set      bool
+			ancestor string
+			path     *field.Path
+		}{
+			{in.Dataset != nil, trainer.AncestorDatasetInitializer, field.NewPath("spec", "initializer", "dataset")},
+			{in.Model != nil, trainer.AncestorModelInitializer, field.NewPath("spec", "initializer", "model")},
+		} {
+			if step.set && !hasAncestor(rt, step.ancestor) {
+				errs = append(errs, field.Invalid(step.path, "", fmt.Sprintf(
+					"runtime %q has no %s job: remove this initializer, or use a runtime that has one", tj.Spec.RuntimeRef.Name, step.ancestor)))
+			}
+		}
+	}
+	return append(errs, validatePatches(tj, rt)...)
+}
+
+func hasAncestor(rt *trainer.TrainingRuntimeSpec, ancestor string) bool {
+	for _, rj := range rt.Template.Spec.ReplicatedJobs {
+		if rj.Template.Labels[trainer.LabelTrainJobAncestor] == ancestor {
+			return true
+		}
+	}
+	return false
+}
+
+// validatePatches checks that every patch names a real manager and real jobs and containers.
+func validatePatches(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) field.ErrorList {
+	var errs field.ErrorList
+	for i, p := range tj.Spec.RuntimePatches {
+		path := field.NewPath("spec", "runtimePatches").Index(i)
+		for _, msg := range validation.IsDomainPrefixedPath(field.NewPath(""), p.Manager) {
+			errs = append(errs, field.Invalid(path.Child("manager"), p.Manager, msg.Detail+": name the manager like example.com/team"))
+		}
+		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil || p.TrainingRuntimeSpec.Template.Spec == nil {
+			continue
+		}
+		for j, rjp := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+			rjPath := path.Child("trainingRuntimeSpec", "template", "spec", "replicatedJobs").Index(j)
+			idx := slices.IndexFunc(rt.Template.Spec.ReplicatedJobs, func(rj jobsetv1alpha2.ReplicatedJob) bool { return rj.Name == rjp.Name })
+			if idx < 0 {
+				errs = append(errs, field.NotFound(rjPath.Child("name"), fmt.Sprintf("%s (the runtime's replicated jobs are %v)", rjp.Name, jobNames(rt))))
+				continue
+			}
+			if rjp.Template == nil || rjp.Template.Spec == nil || rjp.Template.Spec.Template == nil || rjp.Template.Spec.Template.Spec == nil {
+				continue
+			}
+			pod := rt.Template.Spec.ReplicatedJobs[idx].Template.Spec.Template.Spec
+			podPath := rjPath.Child("template", "spec", "template", "spec")
+			for k, c := range rjp.Template.Spec.Template.Spec.Containers {
+				if !slices.ContainsFunc(pod.Containers, func(rc corev1.Container) bool { return rc.Name == c.Name }) {
+					errs = append(errs, field.NotFound(podPath.Child("containers").Index(k).Child("name"), fmt.Sprintf("%s (job %s has no such container)", c.Name, rjp.Name)))
+				}
+			}
+			for k, c := range rjp.Template.Spec.Template.Spec.InitContainers {
+				if !slices.ContainsFunc(pod.InitContainers, func(rc corev1.Container) bool { return rc.Name == c.Name }) {
+					errs = append(errs, field.NotFound(podPath.Child("initContainers").Index(k).Child("name"), fmt.Sprintf("%s (job %s has no such init container)", c.Name, rjp.Name)))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func jobNames(rt *trainer.TrainingRuntimeSpec) []string {
+	var out []string
+	for _, rj := range rt.Template.Spec.ReplicatedJobs {
+		out = append(out, rj.Name)
+	}
+	return out
+}

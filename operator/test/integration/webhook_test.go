@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+func nodeSelectorPatch(job string, selector map[string]string) trainer.RuntimePatch {
+	return trainer.RuntimePatch{Manager: "example.com/platform", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+		Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: job, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+			Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{NodeSelector: selector}},
+		}}}}},
+	}}}
+}
+
+func expectInvalid(err error, field, fix string) {
+	GinkgoHelper()
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	Expect(err.Error()).To(ContainSubstring(field))
+	Expect(err.Error()).To(ContainSubstring(fix))
+}
+
+var _ = Describe("TrainJob webhooks", func() {
+	It("reject a TrainJob whose runtime does not exist, naming the field and the fix", func(ctx context.Context) {
+		err := k8s.Create(ctx, newTrainJob(newNamespace(ctx), "orphan", "no-such-runtime"))
+		expectInvalid(err, "spec.runtimeRef.name", `TrainingRuntime "no-such-runtime" not found`)
+		Expect(err.Error()).To(ContainSubstring("create the runtime first"))
+	})
+
+	It("reject environment variables the framework owns", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "env", "torch")
+		tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "LR", Value: "1"}, {Name: "PET_NNODES", Value: "8"}}
+		expectInvalid(k8s.Create(ctx, tj), "spec.trainer.env[1].name", "PET_NNODES is set by Kiln for torch runtimes")
+	})
+
+	It("reject patches of jobs and containers the runtime does not have", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "typo", "torch")
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodeSelectorPatch("nodes", map[string]string{"a": "b"})}
+		expectInvalid(k8s.Create(ctx, tj), "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name", "the runtime's replicated jobs are [node]")
+
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/platform", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+			Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+				Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{Containers: []trainer.ContainerPatch{{Name: "trainer"}}}},
+			}}}}},
+		}}}}
+		expectInvalid(k8s.Create(ctx, tj), "containers[0].name", "job node has no such container")
+
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodeSelectorPatch("node", nil)}
+		tj.Spec.RuntimePatches[0].Manager = "platform"
+		expectInvalid(k8s.Create(ctx, tj), "spec.runtimePatches[0].manager", "name the manager like example.com/team")
+	})
+
+	It("let runtime patches change only while suspended, stamping when they changed", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "patches", "torch")
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodeSelectorPatch("node", map[string]string{"pool": "a"})}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Expect(tj.Spec.RuntimePatches[0].Time).NotTo(BeNil(), "the defaulter stamps new patches")
+		stamped := tj.Spec.RuntimePatches[0].Time.DeepCopy()
+
+		tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
+		expectInvalid(k8s.Update(ctx, tj), "spec.runtimePatches", "set spec.suspend to true first")
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		tj.Spec.Suspend = ptr.To(true)
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(tj.Spec.RuntimePatches[0].Time.Equal(stamped)).To(BeTrue(), "an unchanged patch keeps its time")
+
+		tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
+		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(tj.Spec.RuntimePatches[0].Time).NotTo(BeNil())
+	})
+})
