@@ -1,0 +1,287 @@
+package render
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	upstream "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	upstreamcore "github.com/kubeflow/trainer/v2/pkg/runtime/core"
+	upstreamtesting "github.com/kubeflow/trainer/v2/pkg/util/testing"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/runtimes"
+)
+
+// convert moves an object between Kiln's and upstream's types through their shared wire
+// format.
+func convert[T any](t *testing.T, in any) *T {
+	t.Helper()
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// upstreamRender renders tj with Kubeflow Trainer v2.3's own runtime framework.
+func upstreamRender(t *testing.T, tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) (*jobsetv1alpha2.JobSet, *corev1.ConfigMap) {
+	t.Helper()
+	ctx := context.Background()
+	urt := &upstream.TrainingRuntime{
+		TypeMeta:   metav1.TypeMeta{APIVersion: upstream.GroupVersion.String(), Kind: upstream.TrainingRuntimeKind},
+		ObjectMeta: metav1.ObjectMeta{Name: tj.Spec.RuntimeRef.Name, Namespace: tj.Namespace},
+		Spec:       *convert[upstream.TrainingRuntimeSpec](t, rt),
+	}
+	builder := upstreamtesting.NewClientBuilder().WithObjects(urt)
+	c := builder.Build()
+	fw, err := upstreamcore.NewTrainingRuntime(ctx, c, upstreamtesting.AsIndex(builder), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	utj := convert[upstream.TrainJob](t, tj)
+	objs, err := fw.NewObjects(ctx, utj)
+	if err != nil {
+		t.Fatalf("upstream NewObjects: %v", err)
+	}
+	typed, err := upstreamtesting.ToObject(c.Scheme(), objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js *jobsetv1alpha2.JobSet
+	var hostfile *corev1.ConfigMap
+	for _, o := range typed {
+		switch v := o.(type) {
+		case *jobsetv1alpha2.JobSet:
+			js = v
+		case *corev1.ConfigMap:
+			if v.Name == HostfileName(tj) {
+				hostfile = v
+			}
+		}
+	}
+	if js == nil {
+		t.Fatal("upstream rendered no JobSet")
+	}
+	return js, hostfile
+}
+
+// differentialCase is one TrainJob of the matrix.
+type differentialCase struct {
+	nodes     *int32
+	procs     *int32
+	resources *corev1.ResourceRequirements
+	patch     bool
+}
+
+func (c differentialCase) String() string {
+	res := "runtime-resources"
+	if c.resources != nil {
+		res = fmt.Sprint(len(c.resources.Requests), "-requests")
+		if _, ok := c.resources.Requests["nvidia.com/gpu"]; ok {
+			res = "gpus"
+		}
+	}
+	return fmt.Sprintf("nodes=%v/procs=%v/%s/patch=%v", ptr.Deref(c.nodes, 0), ptr.Deref(c.procs, 0), res, c.patch)
+}
+
+func differentialMatrix() []differentialCase {
+	gpus := &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), "nvidia.com/gpu": resource.MustParse("4")},
+		Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")},
+	}
+	cpus := &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}}
+	var out []differentialCase
+	for _, nodes := range []*int32{nil, ptr.To[int32](1), ptr.To[int32](4)} {
+		for _, procs := range []*int32{nil, ptr.To[int32](2)} {
+			for _, res := range []*corev1.ResourceRequirements{nil, gpus, cpus} {
+				for _, patch := range []bool{false, true} {
+					out = append(out, differentialCase{nodes: nodes, procs: procs, resources: res, patch: patch})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// kueuePatch is what Kueue writes on admission.
+func kueuePatch() trainer.RuntimePatch {
+	return trainer.RuntimePatch{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+		Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+			Template: &trainer.PodTemplatePatch{
+				Metadata: &metav1.ObjectMeta{Labels: map[string]string{"kueue.x-k8s.io/podset": "node"}, Annotations: map[string]string{"kueue.x-k8s.io/workload": "w"}},
+				Spec: &trainer.PodSpecPatch{
+					NodeSelector:    map[string]string{"kiln.dev/node-pool": "gpu"},
+					Tolerations:     []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+					SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/topology"}},
+				},
+			},
+		}}}}},
+	}}}
+}
+
+// kueueView is what Kueue computes quota from: per replicated job, its pod count and one
+// pod's requests.
+func kueueView(js *jobsetv1alpha2.JobSet) map[string]string {
+	out := map[string]string{}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		req := corev1.ResourceList{}
+		for _, c := range rj.Template.Spec.Template.Spec.Containers {
+			for n, q := range c.Resources.Requests {
+				sum := req[n]
+				sum.Add(q)
+				req[n] = sum
+			}
+		}
+		var names []string
+		for n, q := range req {
+			names = append(names, fmt.Sprintf("%s=%s", n, q.String()))
+		}
+		sort.Strings(names)
+		out[rj.Name] = fmt.Sprintf("replicas=%d parallelism=%d completions=%d requests=%v",
+			rj.Replicas, ptr.Deref(rj.Template.Spec.Parallelism, -1), ptr.Deref(rj.Template.Spec.Completions, -1), names)
+	}
+	return out
+}
+
+// TestRenderMatchesUpstream renders every catalog runtime with a matrix of TrainJobs through
+// Kiln and through Kubeflow Trainer v2.3's runtime framework, and requires the same JobSet.
+func TestRenderMatchesUpstream(t *testing.T) {
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range rts {
+		for _, tc := range differentialMatrix() {
+			t.Run(rt.Name+"/"+tc.String(), func(t *testing.T) {
+				tj := &trainer.TrainJob{
+					TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+					ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "uid-1"},
+					Spec: trainer.TrainJobSpec{
+						RuntimeRef: trainer.RuntimeRef{Name: rt.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)},
+						Trainer: &trainer.Trainer{
+							Image: ptr.To("example.com/train:1"), Command: []string{"python", "train.py"}, Args: []string{"--epochs", "3"},
+							Env: []corev1.EnvVar{{Name: "LR", Value: "0.01"}}, NumNodes: tc.nodes, NumProcPerNode: tc.procs, ResourcesPerNode: tc.resources,
+						},
+						Suspend: ptr.To(tc.patch),
+					},
+				}
+				if tc.patch {
+					tj.Spec.RuntimePatches = []trainer.RuntimePatch{kueuePatch()}
+				}
+				spec := rt.Spec.DeepCopy()
+				// The API server applies these CRD defaults before either controller sees the runtime.
+				if m := spec.MLPolicy.MPI; m != nil {
+					m.NumProcPerNode = ptr.To(ptr.Deref(m.NumProcPerNode, 1))
+					m.MPIImplementation = ptr.To(ptr.Deref(m.MPIImplementation, trainer.MPIImplementationOpenMPI))
+					m.SSHAuthMountPath = ptr.To(ptr.Deref(m.SSHAuthMountPath, "/root/.ssh"))
+					m.RunLauncherAsNode = ptr.To(ptr.Deref(m.RunLauncherAsNode, false))
+				}
+				for i := range spec.Template.Spec.ReplicatedJobs {
+					spec.Template.Spec.ReplicatedJobs[i].Replicas = max(spec.Template.Spec.ReplicatedJobs[i].Replicas, 1)
+				}
+				want, wantHostfile := upstreamRender(t, tj, spec)
+				got, err := Render(tj, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(kueueView(want), kueueView(got.JobSet)); diff != "" {
+					t.Errorf("Kueue's view (counts and requests) differs from upstream (-upstream +kiln):\n%s", diff)
+				}
+				if rt.Spec.MLPolicy.XGBoost != nil {
+					// Upstream runs its XGBoost and PlainML plugins in map order, so whether
+					// the user's env comes before or after DMLC_* changes from run to run;
+					// Kiln always writes DMLC_* first. Compare the variables, not their order.
+					sortEnv(want)
+					sortEnv(got.JobSet)
+				}
+				if diff := cmp.Diff(want.Spec, got.JobSet.Spec); diff != "" {
+					t.Errorf("JobSet spec differs from upstream (-upstream +kiln):\n%s", diff)
+				}
+				if diff := cmp.Diff(want.Labels, got.JobSet.Labels); diff != "" {
+					t.Errorf("JobSet labels differ from upstream (-upstream +kiln):\n%s", diff)
+				}
+				if wantHostfile != nil || got.HostfileConfigMap != nil {
+					if wantHostfile == nil || got.HostfileConfigMap == nil {
+						t.Fatalf("hostfile: upstream %v, kiln %v", wantHostfile != nil, got.HostfileConfigMap != nil)
+					}
+					if diff := cmp.Diff(wantHostfile.Data, got.HostfileConfigMap.Data); diff != "" {
+						t.Errorf("MPI hostfile differs from upstream (-upstream +kiln):\n%s", diff)
+					}
+				}
+			})
+		}
+	}
+}
+
+func sortEnv(js *jobsetv1alpha2.JobSet) {
+	for i := range js.Spec.ReplicatedJobs {
+		cs := js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.Containers
+		for j := range cs {
+			sort.Slice(cs[j].Env, func(a, b int) bool { return cs[j].Env[a].Name < cs[j].Env[b].Name })
+		}
+	}
+}
+
+// TestRenderInitializersMatchUpstream covers runtimes with dataset and model initializers.
+func TestRenderInitializersMatchUpstream(t *testing.T) {
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var torch *trainer.TrainingRuntimeSpec
+	for _, rt := range rts {
+		if rt.Name == "torch-distributed" {
+			torch = rt.Spec.DeepCopy()
+		}
+	}
+	initJob := func(name string) jobsetv1alpha2.ReplicatedJob {
+		rj := jobsetv1alpha2.ReplicatedJob{Name: name, Replicas: 1}
+		rj.Template.Labels = map[string]string{trainer.LabelTrainJobAncestor: name}
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{
+			Name: name, Image: "example.com/" + name + ":1",
+			Env:          []corev1.EnvVar{{Name: "STORAGE_URI", Value: "hf://default"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "initializer", MountPath: "/workspace"}},
+		}}
+		return rj
+	}
+	torch.Template.Spec.ReplicatedJobs = append([]jobsetv1alpha2.ReplicatedJob{initJob("dataset-initializer"), initJob("model-initializer")}, torch.Template.Spec.ReplicatedJobs...)
+	cases := map[string]*trainer.Initializer{
+		"none":         nil,
+		"dataset":      {Dataset: &trainer.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}},
+		"model":        {Model: &trainer.ModelInitializer{StorageUri: ptr.To("s3://bucket/model"), Env: []corev1.EnvVar{{Name: "REVISION", Value: "main"}}}},
+		"both, secret": {Dataset: &trainer.DatasetInitializer{SecretRef: &corev1.LocalObjectReference{Name: "hf"}, Env: []corev1.EnvVar{{Name: "STORAGE_URI", Value: "hf://x"}}}, Model: &trainer.ModelInitializer{StorageUri: ptr.To("")}},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainer.TrainJob{
+				ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "uid-1"},
+				Spec: trainer.TrainJobSpec{
+					RuntimeRef:  trainer.RuntimeRef{Name: "with-init", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)},
+					Initializer: in,
+					Trainer:     &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"torchrun", "train.py"}},
+				},
+			}
+			want, _ := upstreamRender(t, tj, torch)
+			got, err := Render(tj, torch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.Spec, got.JobSet.Spec); diff != "" {
+				t.Errorf("JobSet spec differs from upstream (-upstream +kiln):\n%s", diff)
+			}
+		})
+	}
+}
