@@ -26,6 +26,7 @@ func (p *Platform) operatorProcess() Process {
 			"--webhook-host=127.0.0.1",
 			fmt.Sprintf("--webhook-port=%d", p.OperatorWebhook),
 			"--webhook-cert-dir=" + p.PKI().ServingDir(),
+			"--cert-management=files",
 			"--zap-log-level=2",
 		},
 		RunDir:  p.RunDir(),
@@ -124,12 +125,12 @@ func (p *Platform) operatorWebhooks(caBundle []byte) []*unstructured.Unstructure
 	return []*unstructured.Unstructured{
 		{Object: map[string]any{
 			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-			"metadata": map[string]any{"name": "kiln-trainjob-defaulter"},
+			"metadata": map[string]any{"name": "kiln-trainjob-defaulter"}, // operator/internal/webhook.MutatingConfigurationName
 			"webhooks": []any{hook("defaulter.trainjob.kiln.dev", "/mutate-trainer-kubeflow-org-v1alpha1-trainjob")},
 		}},
 		{Object: map[string]any{
 			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-			"metadata": map[string]any{"name": "kiln-trainjob-validator"},
+			"metadata": map[string]any{"name": "kiln-trainjob-validator"}, // operator/internal/webhook.ValidatingConfigurationName
 			"webhooks": []any{hook("validator.trainjob.kiln.dev", "/validate-trainer-kubeflow-org-v1alpha1-trainjob")},
 		}},
 	}

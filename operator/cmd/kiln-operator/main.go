@@ -4,9 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +40,10 @@ type options struct {
 	webhookHost             string
 	webhookPort             int
 	webhookCertDir          string
+	certManagement          string
+	webhookNamespace        string
+	webhookService          string
+	webhookSecret           string
 }
 
 func main() {
@@ -52,7 +59,11 @@ func main() {
 	flag.BoolVar(&o.webhooks, "enable-webhooks", true, "serve the TrainJob admission webhooks")
 	flag.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
 	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
-	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory with the webhook server's tls.crt and tls.key")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of the webhook server's tls.crt and tls.key")
+	flag.StringVar(&o.certManagement, "cert-management", "internal", "internal: issue, rotate and inject the webhook certificate (in a cluster); files: use the files in --webhook-cert-dir as they are")
+	flag.StringVar(&o.webhookNamespace, "webhook-namespace", podNamespace(), "namespace of the webhook Service and certificate Secret")
+	flag.StringVar(&o.webhookService, "webhook-service-name", "kiln-webhook", "Service in front of the webhook server")
+	flag.StringVar(&o.webhookSecret, "webhook-secret-name", "kiln-webhook-certs", "Secret holding the webhook CA and certificate")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -61,6 +72,14 @@ func main() {
 		ctrl.Log.Error(err, "Operator stopped")
 		os.Exit(1)
 	}
+}
+
+// podNamespace is the namespace the operator runs in, when it runs in a pod.
+func podNamespace() string {
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(data))
+	}
+	return "kiln-system"
 }
 
 func run(ctx context.Context, o options) error {
@@ -92,13 +111,41 @@ func run(ctx context.Context, o options) error {
 	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
-	ready := healthz.Ping
-	if o.webhooks {
-		if err := kilnwebhook.Setup(mgr, clock.RealClock{}); err != nil {
-			return fmt.Errorf("setting up the TrainJob webhooks: %w", err)
+	certsReady := make(chan struct{})
+	switch {
+	case !o.webhooks || o.certManagement == "files":
+		close(certsReady)
+	case o.certManagement == "internal":
+		if err := kilnwebhook.ManageCerts(ctx, mgr, kilnwebhook.CertConfig{
+			Namespace: o.webhookNamespace, ServiceName: o.webhookService, SecretName: o.webhookSecret, CertDir: o.webhookCertDir,
+			ValidatingConfiguration: kilnwebhook.ValidatingConfigurationName, MutatingConfiguration: kilnwebhook.MutatingConfigurationName,
+		}, certsReady); err != nil {
+			return fmt.Errorf("managing webhook certificates: %w", err)
 		}
-		// Ready once the webhook server serves: the apiserver calls it for every TrainJob.
-		ready = mgr.GetWebhookServer().StartedChecker()
+	default:
+		return fmt.Errorf("--cert-management=%q: use internal or files", o.certManagement)
+	}
+	if o.webhooks {
+		// The webhook server starts once its certificate is on disk.
+		go func() {
+			<-certsReady
+			if err := kilnwebhook.Setup(mgr, clock.RealClock{}); err != nil {
+				ctrl.Log.Error(err, "Setting up the TrainJob webhooks")
+				os.Exit(1)
+			}
+		}()
+	}
+	// Ready once the webhook server serves: the apiserver calls it for every TrainJob.
+	ready := func(req *http.Request) error {
+		select {
+		case <-certsReady:
+			if !o.webhooks {
+				return nil
+			}
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("webhook certificate not ready")
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
