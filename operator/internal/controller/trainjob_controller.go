@@ -38,6 +38,7 @@ const (
 	ReasonFailed          = "Failed"
 	ReasonRuntimeNotFound = "RuntimeNotFound"
 	ReasonRenderFailed    = "RenderFailed"
+	ReasonTTLExpired      = "TTLExpired"
 )
 
 // conflictRetry is how soon a reconcile whose status write lost a race starts over.
@@ -105,7 +106,13 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 			Message: fmt.Sprintf("%s %q found", runtimeKind(tj), tj.Spec.RuntimeRef.Name),
 		})
 	}
+	policy, err := r.runPolicy(ctx, tj)
+	if err != nil {
+		return reconcile.Result{}, errors.Join(applyErr, err)
+	}
+	acts := applyLifecycle(tj, st, policy, r.clock.Now())
 	evs = append(evs, transitions(&tj.Status, st)...)
+	evs = append(evs, acts.events...)
 	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
 		tj.Status = *st
 		if err := r.client.Status().Update(ctx, tj); apierrors.IsConflict(err) && applyErr == nil {
@@ -118,6 +125,24 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	}
 	for _, e := range evs {
 		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
+	}
+	// Only now that Failed/DeadlineExceeded is stored: a TrainJob whose JobSet is gone but
+	// that is not yet known to have failed would otherwise create it again.
+	if c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed); js != nil && js.DeletionTimestamp.IsZero() &&
+		c != nil && c.Status == metav1.ConditionTrue && c.Reason == trainer.TrainJobDeadlineExceededReason {
+		if err := r.client.Delete(ctx, js, ctrl.PropagationPolicy(metav1.DeletePropagationBackground)); ctrl.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting the JobSet of a TrainJob past its deadline: %w", err)
+		}
+	}
+	if acts.deleteTrainJob {
+		// Its JobSet, pods, services, config maps and secrets go with it (owner references).
+		if err := r.client.Delete(ctx, tj, ctrl.PropagationPolicy(metav1.DeletePropagationBackground)); ctrl.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting the TrainJob after its TTL: %w", err)
+		}
+		return reconcile.Result{}, nil
+	}
+	if applyErr == nil && acts.requeueAfter > 0 {
+		return reconcile.Result{RequeueAfter: acts.requeueAfter}, nil
 	}
 	if errors.Is(applyErr, errRuntimeNotFound) {
 		// The runtime watch requeues the job as soon as the runtime appears.
@@ -149,7 +174,7 @@ func transitions(before, after *trainer.TrainJobStatus) []event {
 	if c := turned(trainer.TrainJobComplete, metav1.ConditionTrue, ""); c != nil {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonCompleted, "TrainJob completed: " + c.Message})
 	}
-	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && c.Reason != trainer.TrainJobRuntimeNotFoundReason {
+	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && c.Reason != trainer.TrainJobRuntimeNotFoundReason && c.Reason != trainer.TrainJobDeadlineExceededReason {
 		evs = append(evs, event{corev1.EventTypeWarning, ReasonFailed, "TrainJob failed: " + c.Message})
 	}
 	return evs
@@ -216,4 +241,20 @@ func (r *TrainJobReconciler) apply(ctx context.Context, obj runtime.Object) erro
 		return err
 	}
 	return r.client.Apply(ctx, u, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership)
+}
+
+// runPolicy is the TrainJob's deadline and TTL: its own, else its pinned runtime's.
+func (r *TrainJobReconciler) runPolicy(ctx context.Context, tj *trainer.TrainJob) (trainer.EffectiveRunPolicy, error) {
+	policy := trainer.ResolveRunPolicy(&tj.Spec, nil)
+	if policy.ActiveDeadlineSeconds != nil && policy.TTLSecondsAfterFinished != nil {
+		return policy, nil
+	}
+	rt, err := r.pinnedRuntime(ctx, tj)
+	if errors.Is(err, errRuntimeNotFound) {
+		return policy, nil
+	}
+	if err != nil {
+		return policy, err
+	}
+	return trainer.ResolveRunPolicy(&tj.Spec, rt.RunPolicy), nil
 }

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -146,4 +147,20 @@ func webhookInstallOptions() envtest.WebhookInstallOptions {
 			}},
 		}},
 	}
+}
+
+// updateTrainJob applies mutate to the latest TrainJob and updates it, retrying when the
+// controller wrote its status in between.
+func updateTrainJob(ctx context.Context, tj *trainer.TrainJob, mutate func(*trainer.TrainJob)) error {
+	var err error
+	for range 20 {
+		if err = k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+			return err
+		}
+		mutate(tj)
+		if err = k8s.Update(ctx, tj); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
 }

@@ -103,9 +103,9 @@ var _ = Describe("TrainJob controller", func() {
 		Expect(k8s.Update(ctx, rt)).To(Succeed())
 
 		By("resuming, which re-renders the JobSet")
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Spec.Suspend = ptr.To(false)
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.Suspend = ptr.To(false)
+		})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			js := jobSetOf(ctx, g, tj)
 			g.Expect(js.Spec.Suspend).To(HaveValue(BeFalse()))
@@ -120,9 +120,9 @@ var _ = Describe("TrainJob controller", func() {
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Eventually(ctx, func(g Gomega) { g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeFalse())) }).Should(Succeed())
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Spec.Suspend = ptr.To(true)
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.Suspend = ptr.To(true)
+		})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeTrue()))
 			c := condition(ctx, g, tj, trainer.TrainJobSuspended)
@@ -131,9 +131,9 @@ var _ = Describe("TrainJob controller", func() {
 			g.Expect(c.Reason).To(Equal(trainer.TrainJobSuspendedReason))
 		}).Should(Succeed())
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Spec.Suspend = ptr.To(false)
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.Suspend = ptr.To(false)
+		})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(jobSetOf(ctx, g, tj).Spec.Suspend).To(HaveValue(BeFalse()))
 			c := condition(ctx, g, tj, trainer.TrainJobSuspended)
@@ -158,9 +158,9 @@ var _ = Describe("TrainJob controller", func() {
 		}).Should(Succeed())
 
 		By("Kueue clearing its patch after a preemption")
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Spec.RuntimePatches = nil
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.RuntimePatches = nil
+		})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(jobSetOf(ctx, g, tj).Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(BeEmpty())
 		}).Should(Succeed())
@@ -188,9 +188,9 @@ var _ = Describe("TrainJob controller", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), js)).To(Succeed())
 		Expect(k8s.Delete(ctx, js)).To(Succeed())
 		// Touch the TrainJob so that it is reconciled again.
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Labels = map[string]string{"touched": "true"}
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Labels = map[string]string{"touched": "true"}
+		})).To(Succeed())
 		Consistently(ctx, func() bool {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, 2*time.Second).Should(BeTrue())

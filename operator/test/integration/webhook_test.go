@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
@@ -71,16 +70,16 @@ var _ = Describe("TrainJob webhooks", func() {
 		Expect(tj.Spec.RuntimePatches[0].Time).NotTo(BeNil(), "the defaulter stamps new patches")
 		stamped := tj.Spec.RuntimePatches[0].Time.DeepCopy()
 
-		tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
-		expectInvalid(k8s.Update(ctx, tj), "spec.runtimePatches", "set spec.suspend to true first")
+		expectInvalid(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
+		}), "spec.runtimePatches", "set spec.suspend to true first")
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
-		tj.Spec.Suspend = ptr.To(true)
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) })).To(Succeed())
 		Expect(tj.Spec.RuntimePatches[0].Time.Equal(stamped)).To(BeTrue(), "an unchanged patch keeps its time")
 
-		tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
-		Expect(k8s.Update(ctx, tj)).To(Succeed())
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
+		})).To(Succeed())
 		Expect(tj.Spec.RuntimePatches[0].Time).NotTo(BeNil())
 	})
 })
