@@ -27,9 +27,16 @@ type lifecycleActions struct {
 // operator was down fires on the next reconcile), and says what else is due and when.
 // Times are whole seconds, as the API stores them, so that every reconcile computes the
 // same instants.
-func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy trainer.EffectiveRunPolicy, now time.Time) lifecycleActions {
+//
+// activeSince, when known, is when the job became active: Kueue's admission time for a
+// queued job. Otherwise the job counts as active from now.
+func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy trainer.EffectiveRunPolicy, now time.Time, activeSince *time.Time) lifecycleActions {
 	var out lifecycleActions
 	stamp := metav1.NewTime(now.Truncate(time.Second))
+	start := stamp
+	if activeSince != nil && !activeSince.After(now) {
+		start = metav1.NewTime(activeSince.Truncate(time.Second))
+	}
 	suspended := ptr.Deref(tj.Spec.Suspend, false)
 
 	if !finished(st) {
@@ -38,7 +45,7 @@ func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy tra
 			// The deadline never counts while suspended; it restarts on resume.
 			st.StartTime = nil
 		case st.StartTime == nil:
-			st.StartTime = &stamp
+			st.StartTime = &start
 		}
 	}
 	if !finished(st) && !suspended && st.StartTime != nil && policy.ActiveDeadlineSeconds != nil {

@@ -23,6 +23,7 @@ func TestApplyLifecycle(t *testing.T) {
 		status         trainer.TrainJobStatus
 		policy         trainer.EffectiveRunPolicy
 		now            time.Duration
+		admitted       *time.Duration
 		wantStart      *metav1.Time
 		wantCompletion *metav1.Time
 		wantFailed     string
@@ -31,6 +32,10 @@ func TestApplyLifecycle(t *testing.T) {
 		"starts counting when active": {
 			policy: hour, now: 1500 * time.Millisecond,
 			wantStart: at(time.Second), want: lifecycleActions{requeueAfter: 3600*time.Second - 500*time.Millisecond},
+		},
+		"a queued job counts from its admission, even when seen late": {
+			policy: hour, admitted: ptr.To(10 * time.Minute), now: 30 * time.Minute,
+			wantStart: at(10 * time.Minute), want: lifecycleActions{requeueAfter: 40 * time.Minute},
 		},
 		"suspended: no start, no deadline": {
 			suspended: true, status: trainer.TrainJobStatus{StartTime: at(0)}, policy: hour, now: 2 * time.Hour,
@@ -65,7 +70,11 @@ func TestApplyLifecycle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tj := &trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(tc.suspended)}}
 			st := tc.status.DeepCopy()
-			got := applyLifecycle(tj, st, tc.policy, t0.Add(tc.now))
+			var admitted *time.Time
+			if tc.admitted != nil {
+				admitted = ptr.To(t0.Add(*tc.admitted))
+			}
+			got := applyLifecycle(tj, st, tc.policy, t0.Add(tc.now), admitted)
 			got.events = nil
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(lifecycleActions{})); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)

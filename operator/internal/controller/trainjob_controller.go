@@ -110,7 +110,11 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	if err != nil {
 		return reconcile.Result{}, errors.Join(applyErr, err)
 	}
-	acts := applyLifecycle(tj, st, policy, r.clock.Now())
+	var activeSince *time.Time
+	if st.StartTime == nil && !ptr.Deref(tj.Spec.Suspend, false) && !finished(st) {
+		activeSince = r.admissionTime(ctx, tj)
+	}
+	acts := applyLifecycle(tj, st, policy, r.clock.Now(), activeSince)
 	evs = append(evs, transitions(&tj.Status, st)...)
 	evs = append(evs, acts.events...)
 	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+var _ = Describe("TrainJob lifecycle", func() {
+	It("fails at the deadline, kills the pods, and shows it as documented", func(ctx context.Context) {
+		ns := newNamespace(ctx, "deadline")
+		tj := torchJob(ns, "slow", 2)
+		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "120s"})}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		got := waitCondition(ctx, ns, "slow", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Expect(got.Status.CompletionTime.Sub(got.Status.StartTime.Time)).To(BeNumerically(">=", 3*time.Second))
+		out, err := kubectl("", "get", "trainjob", "slow", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.status=="True")]}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(`"type":"Failed"`))
+		Expect(out).To(ContainSubstring(`"reason":"DeadlineExceeded"`))
+		Expect(out).To(ContainSubstring(`"message":"TrainJob exceeded its active deadline"`))
+		Eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).Should(Succeed(), "every pod of the TrainJob is gone")
+	})
+
+	It("gives a queued TrainJob its full deadline after Kueue admits it", func(ctx context.Context) {
+		ns := newNamespace(ctx, "queued-deadline")
+		cq := kueueObject("ClusterQueue", "", ns)
+		Expect(yamlInto(fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: "32"}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: "8"}
+`, ns), cq)).To(Succeed())
+		Expect(k8s.Create(ctx, cq)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
+		lq := kueueObject("LocalQueue", ns, "queue")
+		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
+		Expect(k8s.Create(ctx, lq)).To(Succeed())
+
+		By("filling the queue's quota for 8 seconds")
+		blocker := gpuJob(ns, "blocker", 8, map[string]string{annDuration: "8s"})
+		blocker.Labels = map[string]string{labelQueue: "queue"}
+		blocker.Spec.Suspend = ptr.To(true)
+		Expect(k8s.Create(ctx, blocker)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(blocker), blocker)).To(Succeed())
+			g.Expect(blocker.Spec.Suspend).To(HaveValue(BeFalse()))
+		}).Should(Succeed())
+
+		By("queueing a TrainJob whose deadline (4s) is shorter than its wait")
+		tj := torchJob(ns, "patient", 1)
+		tj.Labels = map[string]string{labelQueue: "queue"}
+		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](4)
+		tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{gpu: mustQuantity("8")}, Limits: corev1.ResourceList{gpu: mustQuantity("8")},
+		}
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "120s"})}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, jobCondition(ctx, blocker, batchv1.JobComplete)).Should(Succeed())
+		admitted := time.Now()
+
+		By("running it for its whole deadline after admission")
+		got := waitCondition(ctx, ns, "patient", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Expect(time.Since(admitted)).To(BeNumerically(">=", 3*time.Second), "the deadline counted from admission, not creation")
+		Expect(got.Status.StartTime.Time).To(BeTemporally(">=", got.CreationTimestamp.Add(6*time.Second)), "startTime is the admission time")
+		Expect(got.Status.CompletionTime.Sub(got.Status.StartTime.Time)).To(BeNumerically(">=", 4*time.Second))
+
+		By("releasing the quota: Kueue finishes the Workload")
+		Eventually(ctx, func(g Gomega) {
+			wls := &unstructured.UnstructuredList{}
+			wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+			wls.SetKind("WorkloadList")
+			g.Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(got.UID)})).To(Succeed())
+			g.Expect(wls.Items).To(HaveLen(1))
+			g.Expect(conditionStatus(&wls.Items[0], "Finished")).To(Equal("True"))
+		}).Should(Succeed())
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobFailed)).To(BeTrue())
+	})
+
+	It("deletes a finished TrainJob and everything it owns after its TTL", func(ctx context.Context) {
+		ns := newNamespace(ctx, "ttl")
+		tj := torchJob(ns, "short-lived", 1)
+		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](2)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		waitCondition(ctx, ns, "short-lived", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &trainer.TrainJob{})).NotTo(Succeed())
+			for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.ConfigMapList{}, &batchv1.JobList{}} {
+				g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+				n := 0
+				switch l := list.(type) {
+				case *corev1.PodList:
+					n = len(l.Items)
+				case *batchv1.JobList:
+					n = len(l.Items)
+				case *corev1.ConfigMapList:
+					for _, cm := range l.Items {
+						if cm.Name != "kube-root-ca.crt" {
+							n++
+						}
+					}
+				}
+				g.Expect(n).To(BeZero(), "%T left behind", list)
+			}
+		}).Should(Succeed())
+	})
+})
