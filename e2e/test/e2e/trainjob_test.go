@@ -272,13 +272,20 @@ var _ = Describe("TrainJobs", func() {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("4"), gpu: mustQuantity("8")},
 			Limits:   corev1.ResourceList{gpu: mustQuantity("8")},
 		}
+		// Kueue writes the TrainJob with upstream's Go types, which lack this field.
+		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
-		waitCondition(ctx, ns, "queued", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		done := waitCondition(ctx, ns, "queued", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		Expect(done.Spec.RuntimePatches).To(ContainElement(HaveField("Manager", trainer.KueueManager)), "Kueue admitted it")
+		Expect(done.Spec.TTLSecondsAfterFinished).To(HaveValue(BeEquivalentTo(3)), "the TTL survived Kueue's writes")
 		pods := &corev1.PodList{}
 		Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
 		Expect(pods.Items).To(HaveLen(2))
 		for _, p := range pods.Items {
 			Expect(p.Spec.NodeSelector).To(HaveKey("kiln.dev/node-pool"), fmt.Sprintf("pod %s carries Kueue's flavor", p.Name))
 		}
+		Eventually(ctx, func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &trainer.TrainJob{}))
+		}).Should(BeTrue(), "the TTL is honoured")
 	})
 })
