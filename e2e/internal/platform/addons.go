@@ -160,7 +160,18 @@ func (p *Platform) addonsUp(ctx context.Context, cs *clientSet) error {
 	if err := p.applyKilnCRDs(ctx, cs); err != nil {
 		return err
 	}
+	kueueKubeconfig, err := p.kueueKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
 	for _, a := range addons {
+		if a.name == "kueue" {
+			for i, arg := range a.process.Args {
+				if arg == "--kubeconfig="+p.Kubeconfig() {
+					a.process.Args[i] = "--kubeconfig=" + kueueKubeconfig
+				}
+			}
+		}
 		if pid, running := a.process.Running(); running {
 			p.logf("%s: already running (pid %d)", a.name, pid)
 			continue

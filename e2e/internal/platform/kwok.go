@@ -78,16 +78,41 @@ const podLog = `2026-01-01T00:00:00.000000000Z stdout F [kiln-sim] starting trai
 `
 
 func (c Config) kwokctl(ctx context.Context, args ...string) error {
+	_, err := c.kwokctlOutput(ctx, args...)
+	return err
+}
+
+func (c Config) kwokctlOutput(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.Bin("kwokctl"), args...)
 	// kwokctl looks kubectl up in PATH first; ours is in bin/.
 	// KUBECACHEDIR keeps kubectl's discovery cache out of $HOME.
 	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "KUBECACHEDIR="+filepath.Join(c.StateDir, "kube-cache"),
 		"PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("kwokctl %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
-	return nil
+	return out, nil
+}
+
+// KueueUser is the identity Kueue runs as, the one its in-cluster ServiceAccount has, so
+// that the operator can tell Kueue's writes apart as it does in a cluster.
+const KueueUser = "system:serviceaccount:kueue-system:kueue-controller-manager"
+
+// kueueKubeconfig issues a client certificate for KueueUser (in system:masters, as the
+// local platform does not install Kueue's RBAC) and writes its kubeconfig.
+func (c Config) kueueKubeconfig(ctx context.Context) (string, error) {
+	out, err := c.kwokctlOutput(ctx, "get", "kubeconfig", "--name", c.ClusterName, "--user", KueueUser, "--group", "system:masters")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.ConfigDir(), "kueue.kubeconfig")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return "", fmt.Errorf("writing Kueue's kubeconfig: %w", err)
+	}
+	return path, nil
 }
 
 // componentLogs returns the tail of each control-plane component's log, for errors.

@@ -44,6 +44,7 @@ type options struct {
 	webhookNamespace        string
 	webhookService          string
 	webhookSecret           string
+	preserveFor             string
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&o.webhookNamespace, "webhook-namespace", podNamespace(), "namespace of the webhook Service and certificate Secret")
 	flag.StringVar(&o.webhookService, "webhook-service-name", "kiln-webhook", "Service in front of the webhook server")
 	flag.StringVar(&o.webhookSecret, "webhook-secret-name", "kiln-webhook-certs", "Secret holding the webhook CA and certificate")
+	flag.StringVar(&o.preserveFor, "preserve-fields-for", strings.Join(kilnwebhook.DefaultPreservingUsers, ","), "comma-separated users whose TrainJob updates keep Kiln-only fields they cannot express (Kueue's controller)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -129,7 +131,7 @@ func run(ctx context.Context, o options) error {
 		// The webhook server starts once its certificate is on disk.
 		go func() {
 			<-certsReady
-			if err := kilnwebhook.Setup(mgr, clock.RealClock{}); err != nil {
+			if err := kilnwebhook.Setup(mgr, clock.RealClock{}, strings.Split(o.preserveFor, ",")); err != nil {
 				ctrl.Log.Error(err, "Setting up the TrainJob webhooks")
 				os.Exit(1)
 			}

@@ -32,17 +32,24 @@ const (
 	ValidatePath = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 )
 
-// Setup registers the TrainJob webhooks with the manager's webhook server.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+// DefaultPreservingUsers are the clients known to write TrainJobs with Kubeflow Trainer's Go
+// types, which lack Kiln's fields: Kueue's controller.
+var DefaultPreservingUsers = []string{"system:serviceaccount:kueue-system:kueue-controller-manager"}
+
+// Setup registers the TrainJob webhooks with the manager's webhook server. Updates by
+// preserveFor keep the Kiln-only fields they cannot express.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error {
 	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&Defaulter{clock: clk}).
+		WithDefaulter(&Defaulter{clock: clk, preserveFor: preserveFor}).
 		WithValidator(&Validator{client: mgr.GetClient()}).
 		Complete()
 }
 
-// Defaulter stamps each runtime patch with the time it last changed.
+// Defaulter stamps each runtime patch with the time it last changed, and keeps Kiln's own
+// fields when a client that does not know them rewrites the TrainJob.
 type Defaulter struct {
-	clock clock.PassiveClock
+	clock       clock.PassiveClock
+	preserveFor []string
 }
 
 // Default sets runtimePatches[].time on new or changed patches, keeping it on unchanged ones.
@@ -55,6 +62,11 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 		}
 		for _, p := range prev.Spec.RuntimePatches {
 			old[p.Manager] = p
+		}
+		// Kueue updates TrainJobs with upstream's Go types, whose encoding drops
+		// spec.ttlSecondsAfterFinished; such a write never means "remove the TTL".
+		if slices.Contains(d.preserveFor, req.UserInfo.Username) && tj.Spec.TTLSecondsAfterFinished == nil {
+			tj.Spec.TTLSecondsAfterFinished = prev.Spec.TTLSecondsAfterFinished
 		}
 	}
 	now := metav1.NewTime(d.clock.Now().Truncate(1e9))

@@ -91,7 +91,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptrTrue()})).To(Succeed())
-	Expect(kilnwebhook.Setup(mgr, clock.RealClock{})).To(Succeed())
+	Expect(kilnwebhook.Setup(mgr, clock.RealClock{}, []string{preservingUser})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
@@ -115,6 +115,9 @@ var _ = AfterSuite(func() {
 })
 
 func ptrTrue() *bool { b := true; return &b }
+
+// preservingUser stands for Kueue: a client that writes TrainJobs without Kiln's fields.
+const preservingUser = "system:serviceaccount:kueue-system:kueue-controller-manager"
 
 // labelSkipAdmission lets a spec create a TrainJob the webhooks would reject, as if it
 // had been created while they were down.

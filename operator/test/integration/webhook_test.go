@@ -7,7 +7,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
@@ -81,5 +84,41 @@ var _ = Describe("TrainJob webhooks", func() {
 			tj.Spec.RuntimePatches[0] = nodeSelectorPatch("node", map[string]string{"pool": "b"})
 		})).To(Succeed())
 		Expect(tj.Spec.RuntimePatches[0].Time).NotTo(BeNil())
+	})
+})
+
+var _ = Describe("TrainJob fields Kueue cannot express", func() {
+	It("keep ttlSecondsAfterFinished when Kueue rewrites the TrainJob, and only then", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "kept", "torch")
+		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+
+		asKueue := rest.CopyConfig(cfg)
+		asKueue.Impersonate = rest.ImpersonationConfig{UserName: preservingUser, Groups: []string{"system:masters"}}
+		kueue, err := client.New(asKueue, client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		dropTTL := func(c client.Client) error {
+			for range 20 {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+				if err := c.Get(ctx, client.ObjectKeyFromObject(tj), u); err != nil {
+					return err
+				}
+				unstructured.RemoveNestedField(u.Object, "spec", "ttlSecondsAfterFinished")
+				if err := c.Update(ctx, u); !apierrors.IsConflict(err) {
+					return err
+				}
+			}
+			return nil
+		}
+		Expect(dropTTL(kueue)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		Expect(tj.Spec.TTLSecondsAfterFinished).To(HaveValue(BeEquivalentTo(60)), "Kueue's rewrite kept the TTL")
+
+		Expect(dropTTL(k8s)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		Expect(tj.Spec.TTLSecondsAfterFinished).To(BeNil(), "a user may remove the TTL")
 	})
 })
