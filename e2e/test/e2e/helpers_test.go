@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"os"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
@@ -39,4 +43,32 @@ func nonLoopbackListeners() ([]string, error) {
 		}
 	}
 	return bad, nil
+}
+
+// smallQueue creates a ClusterQueue with one GPU node's quota (8 GPUs), for namespace ns
+// only, and the LocalQueue "queue" in ns pointing at it.
+func smallQueue(ctx context.Context, ns string) {
+	GinkgoHelper()
+	cq := kueueObject("ClusterQueue", "", ns)
+	Expect(yamlInto(fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: "32"}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: "8"}
+`, ns), cq)).To(Succeed())
+	Expect(k8s.Create(ctx, cq)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
+	lq := kueueObject("LocalQueue", ns, "queue")
+	Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
+	Expect(k8s.Create(ctx, lq)).To(Succeed())
 }

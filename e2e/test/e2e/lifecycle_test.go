@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -41,28 +40,7 @@ var _ = Describe("TrainJob lifecycle", func() {
 
 	It("gives a queued TrainJob its full deadline after Kueue admits it", func(ctx context.Context) {
 		ns := newNamespace(ctx, "queued-deadline")
-		cq := kueueObject("ClusterQueue", "", ns)
-		Expect(yamlInto(fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: %[1]s}
-spec:
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: %[1]s}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources:
-      - {name: cpu, nominalQuota: "32"}
-      - {name: memory, nominalQuota: 256Gi}
-      - {name: nvidia.com/gpu, nominalQuota: "8"}
-`, ns), cq)).To(Succeed())
-		Expect(k8s.Create(ctx, cq)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
-		lq := kueueObject("LocalQueue", ns, "queue")
-		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
-		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		smallQueue(ctx, ns)
 
 		By("filling the queue's quota for 8 seconds")
 		blocker := gpuJob(ns, "blocker", 8, map[string]string{annDuration: "8s"})

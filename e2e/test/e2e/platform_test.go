@@ -230,29 +230,7 @@ spec:
 
 	It("queues a Kueue Job while the quota is used and admits it when the quota frees", func(ctx context.Context) {
 		ns := newNamespace(ctx, "kueue")
-		// A ClusterQueue of one node's GPUs, for this namespace only.
-		cq := kueueObject("ClusterQueue", "", ns)
-		Expect(yamlInto(fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: %[1]s}
-spec:
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: %[1]s}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources:
-      - {name: cpu, nominalQuota: "32"}
-      - {name: memory, nominalQuota: 256Gi}
-      - {name: nvidia.com/gpu, nominalQuota: "8"}
-`, ns), cq)).To(Succeed())
-		Expect(k8s.Create(ctx, cq)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
-		lq := kueueObject("LocalQueue", ns, "queue")
-		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
-		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		smallQueue(ctx, ns)
 
 		first := gpuJob(ns, "first", 8, map[string]string{annDuration: "8s"})
 		second := gpuJob(ns, "second", 8, nil)
