@@ -34,6 +34,13 @@ var _ = Describe("TrainJob lifecycle", func() {
 		Eventually(ctx, func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			for _, p := range pods.Items {
+				g.Expect(p.DeletionTimestamp).NotTo(BeNil(), "pod %s is terminating", p.Name)
+			}
+		}).WithTimeout(10*time.Second).Should(Succeed(), "every pod is told to stop at once, with its grace period")
+		Eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty())
 		}).Should(Succeed(), "every pod of the TrainJob is gone")
 	})

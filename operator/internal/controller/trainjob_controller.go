@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,6 +137,13 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		c != nil && c.Status == metav1.ConditionTrue && c.Reason == trainer.TrainJobDeadlineExceededReason {
 		if err := r.client.Delete(ctx, js, ctrl.PropagationPolicy(metav1.DeletePropagationBackground)); ctrl.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting the JobSet of a TrainJob past its deadline: %w", err)
+		}
+		// Its Jobs go too, now: the garbage collector would get to them only once it watches
+		// JobSets, which can take a while after JobSet is installed. The JobSet is already
+		// gone, so nothing recreates them; their pods get their grace period.
+		if err := r.client.DeleteAllOf(ctx, &batchv1.Job{}, ctrl.InNamespace(tj.Namespace),
+			ctrl.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}, ctrl.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting the Jobs of a TrainJob past its deadline: %w", err)
 		}
 	}
 	if acts.deleteTrainJob {
