@@ -57,6 +57,8 @@ metadata: {name: %[1]s}
 spec:
   namespaceSelector:
     matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  preemption:
+    withinClusterQueue: LowerPriority
   resourceGroups:
   - coveredResources: [cpu, memory, nvidia.com/gpu]
     flavors:

@@ -117,3 +117,53 @@ var _ = Describe("TrainJob lifecycle", func() {
 		}).Should(Succeed())
 	})
 })
+
+var _ = Describe("TrainJob lifecycle under Kueue preemption", func() {
+	It("restarts the deadline on re-admission and keeps the TTL", func(ctx context.Context) {
+		ns := newNamespace(ctx, "preempt")
+		smallQueue(ctx, ns)
+		for name, value := range map[string]int64{ns + "-low": 100, ns + "-high": 1000} {
+			wpc := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+				"metadata": map[string]any{"name": name}, "value": value,
+			}}
+			Expect(k8s.Create(ctx, wpc)).To(Succeed())
+			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, wpc))).To(Succeed()) })
+		}
+		queued := func(name, priority, duration string, deadline int64) *trainer.TrainJob {
+			tj := torchJob(ns, name, 1)
+			tj.Labels = map[string]string{labelQueue: "queue", "kueue.x-k8s.io/priority-class": ns + "-" + priority}
+			tj.Spec.ActiveDeadlineSeconds = ptr.To(deadline)
+			tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{gpu: mustQuantity("8")}, Limits: corev1.ResourceList{gpu: mustQuantity("8")},
+			}
+			tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: duration})}
+			return tj
+		}
+		low := queued("low", "low", "300s", 10)
+		low.Spec.TTLSecondsAfterFinished = ptr.To[int32](600)
+		Expect(k8s.Create(ctx, low)).To(Succeed())
+		var firstStart time.Time
+		Eventually(ctx, func(g Gomega) {
+			tj := getTrainJob(ctx, g, ns, "low")
+			g.Expect(tj.Status.StartTime).NotTo(BeNil())
+			firstStart = tj.Status.StartTime.Time
+		}).Should(Succeed())
+
+		By("preempting it with a higher-priority job")
+		Expect(k8s.Create(ctx, queued("high", "high", "5s", 600))).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			tj := getTrainJob(ctx, g, ns, "low")
+			g.Expect(haveCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, "")(tj)).To(BeTrue())
+			g.Expect(tj.Status.StartTime).To(BeNil(), "the clock stops while preempted")
+		}).Should(Succeed())
+		high := waitCondition(ctx, ns, "high", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+
+		By("re-admitting it: the deadline counts again from the new admission")
+		got := waitCondition(ctx, ns, "low", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Expect(got.Status.StartTime.Time).To(BeTemporally(">", firstStart))
+		Expect(got.Status.StartTime.Time).To(BeTemporally(">=", high.Status.CompletionTime.Add(-time.Second)), "restarted after the preemptor finished")
+		Expect(got.Status.CompletionTime.Sub(got.Status.StartTime.Time)).To(BeNumerically(">=", 10*time.Second))
+		Expect(got.Spec.TTLSecondsAfterFinished).To(HaveValue(BeEquivalentTo(600)), "the TTL survived preemption and re-admission")
+	})
+})
