@@ -13,8 +13,8 @@ import (
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
-// operatorProcess is Kiln's operator, run from bin/ like the other controllers.
-func (p *Platform) operatorProcess() Process {
+// OperatorProcess is Kiln's operator, run from bin/ like the other controllers.
+func (p *Platform) OperatorProcess() Process {
 	return Process{
 		Name: "kiln-operator",
 		Path: p.Bin("kiln-operator"),
@@ -54,9 +54,9 @@ func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
 	return cs.waitCRDsEstablished(ctx, crds)
 }
 
-// kilnUp starts the operator and installs the runtime catalog.
-func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
-	op := p.operatorProcess()
+// StartOperator starts the operator unless it runs, and waits until it is ready.
+func (p *Platform) StartOperator(ctx context.Context) error {
+	op := p.OperatorProcess()
 	if pid, running := op.Running(); running {
 		p.logf("kiln-operator: already running (pid %d)", pid)
 	} else {
@@ -74,6 +74,14 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	})
 	if err != nil {
 		return fmt.Errorf("kiln-operator did not become ready: %w\n--- %s (last 30 lines)\n%s", err, op.LogFile(), Tail(op.LogFile(), 30))
+	}
+	return nil
+}
+
+// kilnUp starts the operator and installs the runtime catalog.
+func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
+	if err := p.StartOperator(ctx); err != nil {
+		return err
 	}
 	caBundle, err := p.PKI().CABundle()
 	if err != nil {

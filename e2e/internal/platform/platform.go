@@ -240,7 +240,7 @@ func httpOK(ctx context.Context, url string) bool {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	for _, proc := range append([]Process{p.operatorProcess()}, p.addonProcesses()...) {
+	for _, proc := range append([]Process{p.OperatorProcess()}, p.addonProcesses()...) {
 		if _, running := proc.Running(); running {
 			p.logf("stopping %s", proc.Name)
 		}
@@ -278,7 +278,7 @@ func (p *Platform) Status(ctx context.Context) bool {
 		pid, running := proc.Running()
 		report(c.name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
-	for _, proc := range append(p.addonProcesses(), p.operatorProcess()) {
+	for _, proc := range append(p.addonProcesses(), p.OperatorProcess()) {
 		pid, running := proc.Running()
 		report(proc.Name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}

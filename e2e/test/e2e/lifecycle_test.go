@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 var _ = Describe("TrainJob lifecycle", func() {
@@ -165,5 +168,45 @@ var _ = Describe("TrainJob lifecycle under Kueue preemption", func() {
 		Expect(got.Status.StartTime.Time).To(BeTemporally(">=", high.Status.CompletionTime.Add(-time.Second)), "restarted after the preemptor finished")
 		Expect(got.Status.CompletionTime.Sub(got.Status.StartTime.Time)).To(BeNumerically(">=", 10*time.Second))
 		Expect(got.Spec.TTLSecondsAfterFinished).To(HaveValue(BeEquivalentTo(600)), "the TTL survived preemption and re-admission")
+	})
+})
+
+var _ = Describe("TrainJob lifecycle across operator restarts", func() {
+	It("fires a deadline that passed while the operator was killed as soon as it is back", func(ctx context.Context) {
+		root := os.Getenv("KILN_ROOT")
+		if root == "" {
+			Skip("KILN_ROOT is not set: the operator is not a local process here")
+		}
+		p := &platform.Platform{Config: platform.DefaultConfig(root), Out: GinkgoWriter}
+		op := p.OperatorProcess()
+		DeferCleanup(func(ctx context.Context) { Expect(p.StartOperator(ctx)).To(Succeed()) })
+
+		ns := newNamespace(ctx, "restart")
+		tj := torchJob(ns, "unattended", 1)
+		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		var due time.Time
+		Eventually(ctx, func(g Gomega) {
+			got := getTrainJob(ctx, g, ns, "unattended")
+			g.Expect(got.Status.StartTime).NotTo(BeNil())
+			due = got.Status.StartTime.Add(5 * time.Second)
+		}).Should(Succeed())
+
+		By("killing the operator before the deadline")
+		pid, running := op.Running()
+		Expect(running).To(BeTrue())
+		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		Eventually(func() bool { _, running := op.Running(); return running }).Should(BeFalse())
+		time.Sleep(time.Until(due) + 2*time.Second)
+		Expect(haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "")(getTrainJob(ctx, Default, ns, "unattended"))).To(BeFalse(),
+			"nothing acts while the operator is down")
+
+		By("starting it after the deadline")
+		Expect(p.StartOperator(ctx)).To(Succeed())
+		back := time.Now()
+		got := waitCondition(ctx, ns, "unattended", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Expect(time.Since(back)).To(BeNumerically("<", 5*time.Second), "fired right after the restart")
+		Expect(got.Status.CompletionTime.Time).To(BeTemporally(">=", due.Add(-time.Second)))
 	})
 })
