@@ -10,6 +10,8 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -171,15 +173,51 @@ var _ = Describe("TrainJob lifecycle under Kueue preemption", func() {
 	})
 })
 
+// killOperator SIGKILLs the local kiln-operator and returns a function that starts it
+// again; the operator is started again after the spec in any case.
+func killOperator() (start func(context.Context)) {
+	root := os.Getenv("KILN_ROOT")
+	if root == "" {
+		Skip("KILN_ROOT is not set: the operator is not a local process here")
+	}
+	p := &platform.Platform{Config: platform.DefaultConfig(root), Out: GinkgoWriter}
+	op := p.OperatorProcess()
+	DeferCleanup(func(ctx context.Context) { Expect(p.StartOperator(ctx)).To(Succeed()) })
+	pid, running := op.Running()
+	Expect(running).To(BeTrue())
+	Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+	Eventually(func() bool { _, running := op.Running(); return running }).Should(BeFalse())
+	return func(ctx context.Context) { Expect(p.StartOperator(ctx)).To(Succeed()) }
+}
+
+// webhooksFailOpen lets TrainJob writes pass while the operator's webhooks are down, until
+// the spec ends.
+func webhooksFailOpen(ctx context.Context) {
+	policy := func(p string) {
+		for _, kind := range []string{"mutatingwebhookconfiguration/kiln-trainjob-defaulter", "validatingwebhookconfiguration/kiln-trainjob-validator"} {
+			out, err := kubectl("", "patch", kind, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"`+p+`"}]`)
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+	}
+	policy("Ignore")
+	DeferCleanup(func() { policy("Fail") })
+}
+
+// events lists the events about one object with one reason.
+func events(ctx context.Context, g Gomega, ns, name, reason string) []eventsv1.Event {
+	list := &eventsv1.EventList{}
+	g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 	It("fires a deadline that passed while the operator was killed as soon as it is back", func(ctx context.Context) {
-		root := os.Getenv("KILN_ROOT")
-		if root == "" {
-			Skip("KILN_ROOT is not set: the operator is not a local process here")
-		}
-		p := &platform.Platform{Config: platform.DefaultConfig(root), Out: GinkgoWriter}
-		op := p.OperatorProcess()
-		DeferCleanup(func(ctx context.Context) { Expect(p.StartOperator(ctx)).To(Succeed()) })
 
 		ns := newNamespace(ctx, "restart")
 		tj := torchJob(ns, "unattended", 1)
@@ -194,19 +232,69 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 		}).Should(Succeed())
 
 		By("killing the operator before the deadline")
-		pid, running := op.Running()
-		Expect(running).To(BeTrue())
-		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
-		Eventually(func() bool { _, running := op.Running(); return running }).Should(BeFalse())
+		start := killOperator()
 		time.Sleep(time.Until(due) + 2*time.Second)
 		Expect(haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "")(getTrainJob(ctx, Default, ns, "unattended"))).To(BeFalse(),
 			"nothing acts while the operator is down")
 
 		By("starting it after the deadline")
-		Expect(p.StartOperator(ctx)).To(Succeed())
+		start(ctx)
 		back := time.Now()
 		got := waitCondition(ctx, ns, "unattended", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 		Expect(time.Since(back)).To(BeNumerically("<", 5*time.Second), "fired right after the restart")
 		Expect(got.Status.CompletionTime.Time).To(BeTemporally(">=", due.Add(-time.Second)))
+	})
+
+	It("deletes, once, a TrainJob whose TTL passed while the operator was killed", func(ctx context.Context) {
+		ns := newNamespace(ctx, "restart-ttl")
+		tj := torchJob(ns, "finished", 1)
+		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](4)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		done := waitCondition(ctx, ns, "finished", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		due := done.Status.CompletionTime.Add(4 * time.Second)
+
+		By("killing the operator before the TTL is due")
+		start := killOperator()
+		time.Sleep(time.Until(due) + 2*time.Second)
+		Expect(getTrainJob(ctx, Default, ns, "finished").DeletionTimestamp).To(BeNil(), "nothing acts while the operator is down")
+
+		By("starting it after the TTL")
+		start(ctx)
+		back := time.Now()
+		Eventually(ctx, func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &trainer.TrainJob{}))
+		}).Should(BeTrue())
+		Expect(time.Since(back)).To(BeNumerically("<", 5*time.Second), "deleted right after the restart")
+		Consistently(ctx, func(g Gomega) {
+			evs := events(ctx, g, ns, "finished", "TTLExpired")
+			g.Expect(evs).To(HaveLen(1))
+			g.Expect(evs[0].Series).To(BeNil(), "one deletion, announced once")
+		}).WithTimeout(3 * time.Second).Should(Succeed())
+	})
+
+	It("counts a resume made while the operator was down from the resume, not from the restart", func(ctx context.Context) {
+		ns := newNamespace(ctx, "restart-resume")
+		tj := torchJob(ns, "paused", 1)
+		tj.Spec.Suspend = ptr.To(true)
+		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](8)
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		waitCondition(ctx, ns, "paused", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+
+		By("resuming it while the operator is down")
+		// In a cluster a standby replica serves the webhooks while the leader is gone; here
+		// the one operator process serves both, so its webhooks are skipped meanwhile.
+		webhooksFailOpen(ctx)
+		start := killOperator()
+		out, err := kubectl("", "patch", "trainjob", "paused", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		resumed := time.Now()
+		time.Sleep(4 * time.Second)
+
+		By("starting the operator 4 seconds later")
+		start(ctx)
+		got := waitCondition(ctx, ns, "paused", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Expect(got.Status.StartTime.Time).To(BeTemporally("~", resumed, 1500*time.Millisecond), "the clock started at the resume")
+		Expect(got.Status.CompletionTime.Time).To(BeTemporally("<", resumed.Add(8*time.Second+2*time.Second)), "the deadline did not wait for the operator")
 	})
 })

@@ -113,7 +113,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	}
 	var activeSince *time.Time
 	if st.StartTime == nil && !ptr.Deref(tj.Spec.Suspend, false) && !finished(st) {
-		activeSince = r.admissionTime(ctx, tj)
+		// Kueue's admission is exact; a plain resume is read from who wrote spec.suspend.
+		if activeSince = r.admissionTime(ctx, tj); activeSince == nil {
+			activeSince = unsuspendedAt(tj, r.clock.Now())
+		}
 	}
 	acts := applyLifecycle(tj, st, policy, r.clock.Now(), activeSince)
 	evs = append(evs, transitions(&tj.Status, st)...)
