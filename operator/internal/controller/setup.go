@@ -66,7 +66,7 @@ func (r *TrainJobReconciler) jobsOfRuntime(kind string) handler.MapFunc {
 
 // toApplyConfiguration turns a typed object into an apply request: no status, no server
 // fields, no nulls (a null would claim a field without setting it).
-func toApplyConfiguration(obj runtime.Object) (runtime.ApplyConfiguration, error) {
+func toApplyConfiguration(obj runtime.Object) (*unstructuredApply, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
@@ -76,7 +76,14 @@ func toApplyConfiguration(obj runtime.Object) (runtime.ApplyConfiguration, error
 		delete(md, "creationTimestamp")
 	}
 	u := &unstructured.Unstructured{Object: pruneNulls(m).(map[string]any)}
-	return client.ApplyConfigurationFromUnstructured(u), nil
+	return &unstructuredApply{Unstructured: u, ApplyConfiguration: client.ApplyConfigurationFromUnstructured(u)}, nil
+}
+
+// unstructuredApply is an apply configuration whose Unstructured receives the applied
+// object (controller-runtime decodes the response into it).
+type unstructuredApply struct {
+	*unstructured.Unstructured
+	runtime.ApplyConfiguration
 }
 
 func pruneNulls(v any) any {

@@ -42,6 +42,15 @@ const (
 	ReasonTTLExpired      = "TTLExpired"
 )
 
+// timerPriority is the work queue priority of a TrainJob whose deadline or TTL falls due:
+// ahead of the reconciles that status churn queues (priority 0, lower for resyncs), so that
+// under load a due action does not wait behind them.
+const timerPriority = 100
+
+// killPriority is that of the reconcile that deletes the JobSet of a TrainJob whose deadline
+// just fired: after the due ones, before the rest.
+const killPriority = timerPriority - 1
+
 // conflictRetry is how soon a reconcile whose status write lost a race starts over.
 const conflictRetry = 100 * time.Millisecond
 
@@ -50,6 +59,7 @@ type TrainJobReconciler struct {
 	client   ctrl.Client
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
+	applied  appliedJobSets
 }
 
 // NewTrainJobReconciler returns a reconciler writing through c and recording events with rec.
@@ -66,6 +76,9 @@ type event struct {
 func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tj := &trainer.TrainJob{}
 	if err := r.client.Get(ctx, req.NamespacedName, tj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.applied.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	log := klog.FromContext(ctx).WithValues("trainJob", klog.KObj(tj))
@@ -134,6 +147,12 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	for _, e := range evs {
 		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
 	}
+	if acts.deleteJobSet {
+		// The deadline fired and Failed is stored: the JobSet goes in the next reconcile, queued
+		// behind the other deadlines falling due now, so that under load every due job is
+		// marked failed first and none waits behind another's deletions.
+		return reconcile.Result{Requeue: true, Priority: ptr.To(killPriority)}, nil
+	}
 	// Only now that Failed/DeadlineExceeded is stored: a TrainJob whose JobSet is gone but
 	// that is not yet known to have failed would otherwise create it again.
 	if c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed); js != nil && js.DeletionTimestamp.IsZero() &&
@@ -157,7 +176,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		return reconcile.Result{}, nil
 	}
 	if applyErr == nil && acts.requeueAfter > 0 {
-		return reconcile.Result{RequeueAfter: acts.requeueAfter}, nil
+		return reconcile.Result{RequeueAfter: acts.requeueAfter, Priority: ptr.To(timerPriority)}, nil
 	}
 	if errors.Is(applyErr, errRuntimeNotFound) {
 		// The runtime watch requeues the job as soon as the runtime appears.
@@ -213,19 +232,29 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	if err != nil {
 		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(err)
 	}
+	key := ctrl.ObjectKeyFromObject(tj)
+	hash, err := renderingHash(res)
+	if err != nil {
+		return nil, err
+	}
+	if js != nil && r.applied.unchanged(key, js.UID, js.Generation, hash) {
+		return nil, nil
+	}
 	if res.NeedsSSHSecret {
 		if err := r.ensureSSHSecret(ctx, tj); err != nil {
 			return nil, err
 		}
 	}
 	if res.HostfileConfigMap != nil {
-		if err := r.apply(ctx, res.HostfileConfigMap); err != nil {
+		if _, err := r.apply(ctx, res.HostfileConfigMap); err != nil {
 			return nil, fmt.Errorf("applying MPI hostfile: %w", err)
 		}
 	}
-	if err := r.apply(ctx, res.JobSet); err != nil {
+	applied, err := r.apply(ctx, res.JobSet)
+	if err != nil {
 		return nil, fmt.Errorf("applying JobSet: %w", err)
 	}
+	r.applied.record(key, appliedJobSet{uid: applied.GetUID(), generation: applied.GetGeneration(), rendering: hash})
 	if js == nil {
 		// Recorded now: the write it describes succeeded, whatever happens to the status write.
 		klog.FromContext(ctx).V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
@@ -249,13 +278,17 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, tj *trainer.Tr
 	return nil
 }
 
-// apply server-side applies obj with the controller's field owner.
-func (r *TrainJobReconciler) apply(ctx context.Context, obj runtime.Object) error {
+// apply server-side applies obj with the controller's field owner and returns what the
+// apiserver stored.
+func (r *TrainJobReconciler) apply(ctx context.Context, obj runtime.Object) (metav1.Object, error) {
 	u, err := toApplyConfiguration(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return r.client.Apply(ctx, u, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership)
+	if err := r.client.Apply(ctx, u.ApplyConfiguration, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+		return nil, err
+	}
+	return u.Unstructured, nil
 }
 
 // runPolicy is the TrainJob's deadline and TTL: its own, else its pinned runtime's.
