@@ -27,6 +27,8 @@ KUBE_VERSION_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/clien
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
 PLATFORM_BINARIES := $(addprefix $(BIN)/,$(KUBE_BINARIES) etcd kwok kwokctl jobset kueue)
 CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go)
+# Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
+BENCH_BINARIES := $(BIN)/trainer-controller-manager
 
 # Manifests rendered from the pinned JobSet and Kueue modules (never committed).
 ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BIN)/manifests/kwok-stages.yaml
@@ -87,22 +89,39 @@ $(BIN)/manifests/kueue.yaml: tools/kueue/go.mod tools/kueue/go.sum | $(BIN)/kube
 	kubectl kustomize "$$(cd tools/kueue && $(TOOLS_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/default" > $@.tmp
 	mv $@.tmp $@
 
+# Upstream Kubeflow Trainer's CRDs, webhook configurations and runtimes, for `make bench`.
+$(BIN)/manifests/trainer.yaml: tools/trainer/go.mod tools/trainer/go.sum | $(BIN)/kubectl
+	@mkdir -p $(@D)
+	dir="$$(cd tools/trainer && $(TOOLS_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)/manifests/base"; \
+		for k in crds webhook runtimes; do echo "---"; kubectl kustomize "$$dir/$$k"; done > $@.tmp
+	mv $@.tmp $@
+
 $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 	@mkdir -p $(@D)
 	dir="$$(cd tools/kwok && $(TOOLS_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"; \
 		for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/$$f"; done > $@.tmp
 	mv $@.tmp $@
 
+##@ Benchmarks
+
+.PHONY: bench
+bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 20 min).
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench $(BENCH_FLAGS)
+
 ##@ Tools (built once from tools/*/go.mod; rebuilt when a pin changes)
 
 .PHONY: tools
-tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) ## Build every pinned tool into bin/.
+tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) $(BENCH_BINARIES) ## Build every pinned tool into bin/.
 
 $(addprefix $(BIN)/,$(KUBE_BINARIES)): tools/kube/go.mod tools/kube/go.sum
 	cd tools/kube && $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
 
 $(BIN)/etcd: tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	cd tools/etcd && $(TOOLS_ENV) $(GO_BUILD) -o $@ .
+
+$(BIN)/trainer-controller-manager: tools/trainer/go.mod tools/trainer/go.sum
+	cd tools/trainer && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 
 $(BIN)/kwok $(BIN)/kwokctl: tools/kwok/go.mod tools/kwok/go.sum
 	cd tools/kwok && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kwok/cmd/$(@F)

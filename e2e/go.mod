@@ -16,7 +16,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require go.uber.org/zap v1.28.0 // indirect
+require (
+	go.uber.org/zap v1.28.0 // indirect
+	golang.org/x/image v0.47.0 // indirect
+)
 
 require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect

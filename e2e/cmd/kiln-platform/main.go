@@ -22,8 +22,9 @@ import (
 const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig
 
 Sizes and timings come from the environment: KILN_GPU_NODES (4), KILN_SPOT_NODES (2),
-KILN_GPUS_PER_NODE (8), KILN_NODE_CPU (32), KILN_NODE_MEMORY (256Gi),
-KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443).
+KILN_GPUS_PER_NODE (8), KILN_PODS_PER_NODE (110), KILN_NODE_CPU (32), KILN_NODE_MEMORY (256Gi),
+KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443), KILN_TRAINER (kiln, or upstream:
+Kubeflow Trainer v2.3.0 in place of Kiln, for benchmarks).
 `
 
 func main() {

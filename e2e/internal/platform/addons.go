@@ -157,7 +157,11 @@ func (p *Platform) addonsUp(ctx context.Context, cs *clientSet) error {
 	}
 	// Kueue sets up its TrainJob integration once the TrainJob CRD exists; it polls with a
 	// growing backoff, so the CRDs go in before Kueue starts.
-	if err := p.applyKilnCRDs(ctx, cs); err != nil {
+	applyCRDs := p.applyKilnCRDs
+	if p.Trainer == TrainerUpstream {
+		applyCRDs = p.applyUpstreamCRDs
+	}
+	if err := applyCRDs(ctx, cs); err != nil {
 		return err
 	}
 	kueueKubeconfig, err := p.kueueKubeconfig(ctx)

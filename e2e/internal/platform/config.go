@@ -35,11 +35,26 @@ type Config struct {
 	GPUNodes         int
 	GPUsPerNode      int
 	SpotNodes        int
+	PodsPerNode      int
 	NodeCPU          string
 	NodeMemory       string
 	GPUProduct       string
 	PodRunDuration   time.Duration
 	ComponentTimeout time.Duration
+
+	// Trainer is the TrainJob controller to run: Kiln's operator, or upstream Kubeflow
+	// Trainer for side-by-side benchmarks.
+	Trainer Trainer
+	// Controller is the client budget and parallelism the TrainJob controller gets,
+	// whichever it is.
+	Controller ControllerBudget
+}
+
+// ControllerBudget is a controller's Kubernetes client rate limit and parallelism.
+type ControllerBudget struct {
+	QPS         float64
+	Burst       int
+	Concurrency int
 }
 
 // Environment variables that resize or re-port the platform; defaults in DefaultConfig.
@@ -47,10 +62,12 @@ const (
 	EnvGPUNodes       = "KILN_GPU_NODES"
 	EnvSpotNodes      = "KILN_SPOT_NODES"
 	EnvGPUsPerNode    = "KILN_GPUS_PER_NODE"
+	EnvPodsPerNode    = "KILN_PODS_PER_NODE"
 	EnvNodeCPU        = "KILN_NODE_CPU"
 	EnvNodeMemory     = "KILN_NODE_MEMORY"
 	EnvPodRunDuration = "KILN_POD_RUN_DURATION"
 	EnvAPIServerPort  = "KILN_APISERVER_PORT"
+	EnvTrainer        = "KILN_TRAINER"
 )
 
 // DefaultConfig is the documented platform: 4 GPU nodes and 2 spot nodes of 32 CPUs,
@@ -73,18 +90,21 @@ func DefaultConfig(root string) Config {
 		GPUNodes:         4,
 		GPUsPerNode:      8,
 		SpotNodes:        2,
+		PodsPerNode:      110,
 		NodeCPU:          "32",
 		NodeMemory:       "256Gi",
 		GPUProduct:       "NVIDIA-H100-80GB-HBM3",
 		PodRunDuration:   2 * time.Second,
 		ComponentTimeout: 90 * time.Second,
+		Trainer:          TrainerKiln,
+		Controller:       ControllerBudget{QPS: 50, Burst: 100, Concurrency: 10},
 	}
 }
 
 // FromEnv applies the KILN_* overrides and reports the first malformed one.
 func (c Config) FromEnv() (Config, error) {
 	ints := map[string]*int{
-		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort,
+		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort, EnvPodsPerNode: &c.PodsPerNode,
 	}
 	for name, dst := range ints {
 		if v, ok := os.LookupEnv(name); ok {
@@ -100,6 +120,14 @@ func (c Config) FromEnv() (Config, error) {
 	}
 	if v, ok := os.LookupEnv(EnvNodeMemory); ok {
 		c.NodeMemory = v
+	}
+	if v, ok := os.LookupEnv(EnvTrainer); ok {
+		switch Trainer(v) {
+		case TrainerKiln, TrainerUpstream:
+			c.Trainer = Trainer(v)
+		default:
+			return c, fmt.Errorf("%s=%q: want %q or %q", EnvTrainer, v, TrainerKiln, TrainerUpstream)
+		}
 	}
 	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {
 		d, err := time.ParseDuration(v)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kiln-ml/kiln/runtimes"
 )
@@ -27,6 +25,9 @@ func (p *Platform) OperatorProcess() Process {
 			fmt.Sprintf("--webhook-port=%d", p.OperatorWebhook),
 			"--webhook-cert-dir=" + p.PKI().ServingDir(),
 			"--cert-management=files",
+			fmt.Sprintf("--kube-api-qps=%g", p.Controller.QPS),
+			fmt.Sprintf("--kube-api-burst=%d", p.Controller.Burst),
+			fmt.Sprintf("--trainjob-concurrency=%d", p.Controller.Concurrency),
 			"--zap-log-level=2",
 		},
 		RunDir:  p.RunDir(),
@@ -56,26 +57,7 @@ func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
 
 // StartOperator starts the operator unless it runs, and waits until it is ready.
 func (p *Platform) StartOperator(ctx context.Context) error {
-	op := p.OperatorProcess()
-	if pid, running := op.Running(); running {
-		p.logf("kiln-operator: already running (pid %d)", pid)
-	} else {
-		if err := op.Start(); err != nil {
-			return err
-		}
-		p.logf("kiln-operator: started (log %s)", op.LogFile())
-	}
-	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth)
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
-		if _, running := op.Running(); !running {
-			return false, fmt.Errorf("kiln-operator exited")
-		}
-		return httpOK(ctx, readyz), nil
-	})
-	if err != nil {
-		return fmt.Errorf("kiln-operator did not become ready: %w\n--- %s (last 30 lines)\n%s", err, op.LogFile(), Tail(op.LogFile(), 30))
-	}
-	return nil
+	return p.startReady(ctx, p.OperatorProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth))
 }
 
 // kilnUp starts the operator and installs the runtime catalog.

@@ -35,10 +35,17 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		"kubectlBinary":               c.Bin("kubectl"),
 		"kwokControllerBinary":        c.Bin("kwok"),
 	}
+	// The Job controller and the scheduler get a client budget that keeps them out of the
+	// way when a thousand training pods start at once (their defaults are 20 and 50 QPS).
+	budget := []any{map[string]any{"key": "kube-api-qps", "value": "200"}, map[string]any{"key": "kube-api-burst", "value": "400"}}
 	cfg := map[string]any{
 		"apiVersion": "config.kwok.x-k8s.io/v1alpha1",
 		"kind":       "KwokctlConfiguration",
 		"options":    options,
+		"componentsPatches": []any{
+			map[string]any{"name": "kube-controller-manager", "extraArgs": budget},
+			map[string]any{"name": "kube-scheduler", "extraArgs": budget},
+		},
 	}
 	head, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -62,7 +62,7 @@ func (c Config) node(name, pool string, spot bool) *unstructured.Unstructured {
 		labels[LabelSpot] = "true"
 		spec["taints"] = []any{map[string]any{"key": TaintSpot, "value": "true", "effect": "NoSchedule"}}
 	}
-	resources := map[string]any{"cpu": c.NodeCPU, "memory": c.NodeMemory, "pods": "110", ResourceGPU: gpus}
+	resources := map[string]any{"cpu": c.NodeCPU, "memory": c.NodeMemory, "pods": strconv.Itoa(c.PodsPerNode), ResourceGPU: gpus}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Node",

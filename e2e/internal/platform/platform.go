@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,7 +65,11 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := p.addonsUp(ctx, cs); err != nil {
 		return err
 	}
-	if err := p.kilnUp(ctx, cs); err != nil {
+	trainerUp := p.kilnUp
+	if p.Trainer == TrainerUpstream {
+		trainerUp = p.upstreamUp
+	}
+	if err := trainerUp(ctx, cs); err != nil {
 		return err
 	}
 	if err := p.applyQueues(ctx, cs); err != nil {
@@ -129,10 +134,34 @@ type clientSet struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-func (p *Platform) clients() (*clientSet, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+// RESTConfig is the admin kubeconfig with its CA and client certificate read in. Given
+// file names, client-go caches its TLS transports by those names, and a platform created
+// again in the same process (as `make bench` does) has new certificates under the same names.
+func (c Config) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", p.Kubeconfig(), err)
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig(), err)
+	}
+	for _, f := range []struct {
+		file *string
+		data *[]byte
+	}{{&cfg.CAFile, &cfg.CAData}, {&cfg.CertFile, &cfg.CertData}, {&cfg.KeyFile, &cfg.KeyData}} {
+		if *f.file == "" {
+			continue
+		}
+		data, err := os.ReadFile(*f.file)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig(), err)
+		}
+		*f.data, *f.file = data, ""
+	}
+	return cfg, nil
+}
+
+func (p *Platform) clients() (*clientSet, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -240,7 +269,7 @@ func httpOK(ctx context.Context, url string) bool {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	for _, proc := range append([]Process{p.OperatorProcess()}, p.addonProcesses()...) {
+	for _, proc := range append([]Process{p.OperatorProcess(), p.UpstreamProcess()}, p.addonProcesses()...) {
 		if _, running := proc.Running(); running {
 			p.logf("stopping %s", proc.Name)
 		}
@@ -253,6 +282,11 @@ func (p *Platform) Down(ctx context.Context) error {
 		// kwokctl removes its context from this kubeconfig; it is never created, since
 		// `up` does not merge into any kubeconfig.
 		if err := p.kwokctl(ctx, "delete", "cluster", "--name", p.ClusterName, "--kubeconfig", filepath.Join(p.StateDir, "unused-kubeconfig")); err != nil {
+			errs = append(errs, err)
+		}
+		// kwokctl signals the servers and returns; a platform started right after must
+		// not meet the old apiserver, which serves for a few seconds more while it drains.
+		if err := waitPortFree(ctx, p.APIServerPort, 60*time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -278,7 +312,7 @@ func (p *Platform) Status(ctx context.Context) bool {
 		pid, running := proc.Running()
 		report(c.name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
-	for _, proc := range append(p.addonProcesses(), p.OperatorProcess()) {
+	for _, proc := range append(p.addonProcesses(), p.TrainerProcess()) {
 		pid, running := proc.Running()
 		report(proc.Name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
@@ -303,4 +337,21 @@ func (p *Platform) NextSteps() string {
 		"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello",
 		"Stop everything with: make down",
 	}, "\n")
+}
+
+// waitPortFree waits until nothing accepts connections on 127.0.0.1:port.
+func waitPortFree(ctx context.Context, port int, timeout time.Duration) error {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return true, nil
+		}
+		_ = conn.Close()
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s still accepts connections after the control plane was stopped: %w", addr, err)
+	}
+	return nil
 }

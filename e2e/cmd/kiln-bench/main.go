@@ -1,0 +1,96 @@
+// Command kiln-bench runs Kiln's operator and upstream Kubeflow Trainer through the same
+// scenarios, each on a fresh local platform, and writes a markdown report with plots
+// (docs/benchmarks.md by default). `make bench` runs it; it stops any local platform
+// that runs, and leaves none running.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kiln-ml/kiln/e2e/internal/bench"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kiln-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	o := bench.DefaultOptions(root)
+	trainers := flag.String("trainers", "kiln,upstream", "controllers to measure, in order: kiln, upstream")
+	flag.IntVar(&o.Runs, "runs", o.Runs, "runs per controller; each figure reports min/median/max over them")
+	flag.IntVar(&o.Jobs, "jobs", o.Jobs, "TrainJobs for the throughput, deadline and TTL figures")
+	flag.IntVar(&o.QueuedJobs, "queued-jobs", o.QueuedJobs, "TrainJobs sent through Kueue for the admission and write-cost figures")
+	flag.IntVar(&o.MemoryJobs, "memory-jobs", o.MemoryJobs, "TrainJobs that exist when memory is sampled")
+	flag.IntVar(&o.MemoryRuns, "memory-runs", o.MemoryRuns, "in how many runs memory is measured (it is the slowest scenario)")
+	flag.DurationVar(&o.Deadline, "deadline", o.Deadline, "activeDeadlineSeconds of the deadline scenario (whole seconds)")
+	flag.DurationVar(&o.TTL, "ttl", o.TTL, "ttlSecondsAfterFinished of the TTL scenario (whole seconds)")
+	flag.Float64Var(&o.Budget.QPS, "qps", o.Budget.QPS, "client QPS both controllers get")
+	flag.IntVar(&o.Budget.Burst, "burst", o.Budget.Burst, "client burst both controllers get")
+	flag.IntVar(&o.Budget.Concurrency, "concurrency", o.Budget.Concurrency, "TrainJobs both controllers reconcile in parallel")
+	scenarios := flag.String("scenarios", "", "comma-separated subset of: throughput, limit (needs throughput), deadline, ttl, admission, memory")
+	flag.StringVar(&o.Report, "report", o.Report, "markdown report to write; plots go in the directory of the same name")
+	flag.Parse()
+	o.Trainers = nil
+	for _, t := range strings.Split(*trainers, ",") {
+		switch tr := platform.Trainer(strings.TrimSpace(t)); tr {
+		case platform.TrainerKiln, platform.TrainerUpstream:
+			o.Trainers = append(o.Trainers, tr)
+		default:
+			return fmt.Errorf("--trainers: unknown controller %q (want kiln or upstream)", t)
+		}
+	}
+	if *scenarios != "" {
+		o.Scenarios = strings.Split(*scenarios, ",")
+	}
+	if o.Runs < 1 || o.Jobs < 1 || o.QueuedJobs < 1 {
+		return fmt.Errorf("--runs, --jobs and --queued-jobs must be at least 1")
+	}
+	// The bench's watches log through controller-runtime and klog; their noise (a watch
+	// that ends when a platform stops) is not the bench's output.
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench.Run(ctx, o); err != nil {
+		return err
+	}
+	fmt.Println("report:", o.Report)
+	return nil
+}
+
+// repoRoot is the nearest directory above the working directory with a go.work.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.work above the working directory: run from the repository")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,222 @@
+// Package bench runs Kiln's operator and upstream Kubeflow Trainer, in turn, through the
+// same scenarios on a fresh local platform each, and reports the figures side by side.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+// Options shape a benchmark.
+type Options struct {
+	Root     string
+	Trainers []platform.Trainer
+	// Runs is how many times every scenario runs per controller; figures report
+	// min/median/max over the runs.
+	Runs int
+	// Jobs is N for throughput, deadline and TTL precision.
+	Jobs int
+	// QueuedJobs go through Kueue for the admission and write-cost figures.
+	QueuedJobs int
+	// MemoryJobs is how many TrainJobs exist when memory is sampled; MemoryRuns is in how
+	// many of the runs (the first ones) it is measured.
+	MemoryJobs int
+	MemoryRuns int
+	Deadline   time.Duration
+	TTL        time.Duration
+	// Scenarios limits the run to these scenarios (all when empty): throughput, limit
+	// (needs throughput), deadline, ttl, admission, memory.
+	Scenarios []string
+	// Budget is the client budget and parallelism both controllers get.
+	Budget platform.ControllerBudget
+	// PodsPerNode sizes the KWOK nodes so that every benchmark pod fits.
+	PodsPerNode int
+	// Report is the markdown report's path; plots go beside it.
+	Report string
+	Out    io.Writer
+}
+
+// DefaultOptions are what `make bench` runs.
+func DefaultOptions(root string) Options {
+	return Options{
+		Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream},
+		Runs: 2, Jobs: 1000, QueuedJobs: 200, MemoryJobs: 10000, MemoryRuns: 1,
+		Deadline: 45 * time.Second, TTL: 20 * time.Second,
+		Budget:      platform.ControllerBudget{QPS: 100, Burst: 200, Concurrency: 10},
+		PodsPerNode: 500,
+		Report:      filepath.Join(root, "docs", "benchmarks.md"),
+		Out:         os.Stdout,
+	}
+}
+
+// Run runs every scenario for every controller and writes the report.
+func Run(ctx context.Context, o Options) error {
+	started := time.Now()
+	var results []*runResult
+	for run := 1; run <= o.Runs; run++ {
+		trainers := o.Trainers
+		if run%2 == 0 { // alternate the order, so that neither always runs on a warmer machine
+			trainers = reversed(trainers)
+		}
+		for _, tr := range trainers {
+			res, err := runOnce(ctx, o, tr, run)
+			if err != nil {
+				return fmt.Errorf("%s, run %d: %w", tr, run, err)
+			}
+			results = append(results, res)
+		}
+	}
+	return writeReport(o, results, started, time.Since(started))
+}
+
+func reversed[T any](s []T) []T {
+	out := make([]T, len(s))
+	for i, v := range s {
+		out[len(s)-1-i] = v
+	}
+	return out
+}
+
+// env is one controller's fresh platform and the bench's clients to it.
+type env struct {
+	o       Options
+	p       *platform.Platform
+	cfg     *rest.Config
+	c       client.Client
+	tracker *tracker
+	cache   cache.Cache
+}
+
+func (e *env) logf(format string, args ...any) {
+	fmt.Fprintf(e.o.Out, "  [%s] %s\n", e.p.Trainer, fmt.Sprintf(format, args...))
+}
+
+func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*runResult, error) {
+	cfg := platform.DefaultConfig(o.Root)
+	cfg.Trainer, cfg.Controller, cfg.PodsPerNode = tr, o.Budget, o.PodsPerNode
+	logs := filepath.Join(cfg.StateDir, "..", "bench")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	plog, err := os.Create(filepath.Join(logs, fmt.Sprintf("platform-%s-%d.log", tr, run)))
+	if err != nil {
+		return nil, err
+	}
+	defer plog.Close()
+	p := &platform.Platform{Config: cfg, Out: plog}
+	fmt.Fprintf(o.Out, "run %d/%d: %s on a fresh platform\n", run, o.Runs, tr)
+	if err := p.Down(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.Up(ctx); err != nil {
+		return nil, fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err)
+	}
+	defer func() { _ = p.Down(context.WithoutCancel(ctx)) }()
+	ctx, cancel := context.WithCancel(ctx) // stops this run's watches
+	defer cancel()
+
+	e, err := newEnv(ctx, o, p)
+	if err != nil {
+		return nil, err
+	}
+	res := &runResult{Trainer: string(tr), Run: run}
+	steps := []struct {
+		name string
+		do   func(context.Context, *env, *runResult) error
+		when bool
+	}{
+		{"throughput", throughput, true},
+		{"limit", limit, true},
+		{"deadline", deadlines, true},
+		{"ttl", ttls, tr == platform.TrainerKiln},
+		{"admission", admission, true},
+		{"memory", memory, run <= o.MemoryRuns},
+	}
+	for _, s := range steps {
+		if !s.when || (len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, s.name)) {
+			continue
+		}
+		begin := time.Now()
+		if err := s.do(ctx, e, res); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		e.logf("%s done in %s", s.name, time.Since(begin).Round(time.Second))
+	}
+	proc := p.TrainerProcess()
+	pid, running := proc.Running()
+	if !running {
+		return nil, fmt.Errorf("%s is not running any more; its log: %s", proc.Name, proc.LogFile())
+	}
+	usage, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.PeakRSS, res.CPU = usage.peakRSS, usage.cpu
+	return res, nil
+}
+
+func newEnv(ctx context.Context, o Options, p *platform.Platform) (*env, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	// The bench's own client must never be what limits a figure.
+	cfg.QPS, cfg.Burst = 2000, 4000
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := trainer.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	ca, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	t := newTracker()
+	if err := t.start(ctx, ca); err != nil {
+		return nil, err
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the bench's watches did not sync")
+	}
+	return &env{o: o, p: p, cfg: cfg, c: c, tracker: t, cache: ca}, nil
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s (%s)", timeout, what, state)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+type procUsage struct {
+	rss, peakRSS int64
+	cpu          time.Duration
+}
+
+// readProcUsage reads a process's resident memory now and at its peak (VmRSS, VmHWM) and
+// the CPU time it used (utime+stime) from /proc.
+func readProcUsage(pid int) (procUsage, error) {
+	var u procUsage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			u.rss = kb << 10
+		case "VmHWM:":
+			u.peakRSS = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	rest := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	if len(rest) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, _ := strconv.ParseInt(rest[11], 10, 64)
+	stime, _ := strconv.ParseInt(rest[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	u.cpu = time.Duration(utime+stime) * time.Second / ticks
+	return u, nil
+}
+
+var (
+	webhookDuration = regexp.MustCompile(`^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{([^}]*)\} ([0-9.e+]+)$`)
+	requestTotal    = regexp.MustCompile(`^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$`)
+	label           = regexp.MustCompile(`(\w+)="([^"]*)"`)
+)
+
+// webhookSeconds reads the total time the apiserver spent in the TrainJob controller's own
+// admission webhooks on TrainJob creates (Kueue's are left out), and how many calls that was.
+func webhookSeconds(ctx context.Context, cfg *rest.Config) (seconds, calls float64, err error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	seconds, calls = parseWebhookSeconds(raw)
+	return seconds, calls, nil
+}
+
+func parseWebhookSeconds(raw []byte) (seconds, calls float64) {
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := webhookDuration.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+			labels[l[1]] = l[2]
+		}
+		if !strings.Contains(labels["name"], "trainjob.") || strings.HasSuffix(labels["name"], ".kb.io") || labels["operation"] != "CREATE" {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		if m[1] == "sum" {
+			seconds += v
+		} else {
+			calls += v
+		}
+	}
+	return seconds, calls
+}
+
+// writeCounts reads the apiserver's write requests so far (apiserver_request_total with
+// a mutating verb), by resource[/subresource].
+func writeCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	return parseWriteCounts(raw), nil
+}
+
+func parseWriteCounts(raw []byte) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := requestTotal.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range label.FindAllStringSubmatch(m[1], -1) {
+			labels[l[1]] = l[2]
+		}
+		if !slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
+			continue
+		}
+		res := labels["resource"]
+		if labels["subresource"] != "" {
+			res += "/" + labels["subresource"]
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[res] += v
+	}
+	return out
+}
+
+// percentile is the p-th percentile (nearest rank) of ds; 0 when empty.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func sumValues(m map[string]float64) float64 {
+	var t float64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}

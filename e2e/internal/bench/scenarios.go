@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// runResult is what one run measured for one controller.
+type runResult struct {
+	Trainer string
+	Run     int
+	// Submit is how long the bench took to create the N TrainJobs; AllJobSets from the
+	// first create until the last of their JobSets was seen.
+	Submit, AllJobSets time.Duration
+	// Webhook is the time the apiserver spent in the controller's own webhooks per
+	// TrainJob create, over the throughput scenario.
+	Webhook time.Duration
+	// Limit is the same for a plain client creating the same JobSets directly with the
+	// controllers' client budget.
+	Limit time.Duration
+	// DeadlineLag: due instant to Failed/DeadlineExceeded seen, per TrainJob;
+	// DeadlineMissed: those that never failed; Recreated: JobSets created again after the
+	// deadline deleted them.
+	DeadlineLag []time.Duration
+	// KillLag: due instant to the JobSet seen deleted (every pod told to stop).
+	KillLag        []time.Duration
+	DeadlineMissed int
+	Recreated      int
+	// TTLLag: due instant to the TrainJob's deletion seen (Kiln only: upstream has no TTL).
+	TTLLag    []time.Duration
+	TTLMissed int
+	// AdmissionLag: the Workload seen Admitted to the JobSet seen running; split into
+	// Kueue's part (to the TrainJob seen resumed) and the controller's (from there to
+	// the JobSet seen running).
+	AdmissionLag, KueueLag, ResumeLag []time.Duration
+	// Writes are the apiserver's write requests per TrainJob lifecycle (queued, admitted,
+	// run, complete), by resource.
+	Writes map[string]float64
+	// MemoryJobs TrainJobs existed when RSS was sampled; PeakRSS is over the whole run.
+	MemoryJobs     int
+	RSS, PeakRSS   int64
+	CPU            time.Duration
+	PhaseDurations map[string]time.Duration
+}
+
+const (
+	simDuration = "sim.kiln.dev/duration"
+	simManager  = "bench.kiln.dev/simulation"
+	gpu         = corev1.ResourceName("nvidia.com/gpu")
+)
+
+// benchJob is a one-node torch TrainJob on the torch-distributed ClusterTrainingRuntime,
+// which Kiln's catalog and upstream's runtimes both ship; podRun is how long KWOK runs
+// its pod ("" for the platform's default).
+func benchJob(ns, name string, suspend bool, podRun string) *trainer.TrainJob {
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind)},
+			Trainer:    &trainer.Trainer{Image: ptr.To("docker.io/bench/train:latest"), Command: []string{"torchrun", "train.py"}, NumNodes: ptr.To[int32](1)},
+			Suspend:    ptr.To(suspend),
+		},
+	}
+	if podRun != "" {
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: simManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+			Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+				Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Annotations: map[string]string{simDuration: podRun}}},
+			}}}}},
+		}}}}
+	}
+	return tj
+}
+
+func (e *env) namespace(ctx context.Context, name string) error {
+	err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// createMany creates n objects with 32 writers, retrying what the apiserver throttles.
+func createMany(ctx context.Context, c client.Client, n int, mk func(i int) client.Object) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				obj := mk(i)
+				var err error
+				for attempt := range 10 {
+					if err = c.Create(ctx, obj); err == nil || apierrors.IsAlreadyExists(err) {
+						err = nil
+						break
+					}
+					time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("creating %s: %w", obj.GetName(), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// throughput: N suspended TrainJobs at once; how long until all their JobSets exist.
+// Suspended, so that the figure is the controller's and not the Job controller's or
+// KWOK's (every JobSet and its Jobs are created, no pod is).
+func throughput(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-throughput"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	n := e.o.Jobs
+	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := createMany(ctx, e.c, n, func(i int) client.Object { return benchJob(ns, fmt.Sprintf("tj-%05d", i), true, "") }); err != nil {
+		return err
+	}
+	r.Submit = time.Since(start)
+	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	r.Webhook = time.Duration((secs1 - secs0) / float64(n) * float64(time.Second))
+	e.logf("throughput: webhooks took %s per create (%v calls)", r.Webhook.Round(100*time.Microsecond), calls1-calls0)
+	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	}); err != nil {
+		return err
+	}
+	r.AllJobSets = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
+	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
+	return nil
+}
+
+// limit: a plain client with the controllers' budget creates the same JobSets (copies of
+// one the controller rendered) directly.
+func limit(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-limit"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	tmpl := unstructuredOf(jobSetGVK)
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "bench-throughput", Name: "tj-00000"}, tmpl); err != nil {
+		return fmt.Errorf("reading a rendered JobSet: %w", err)
+	}
+	spec, _, _ := unstructured.NestedMap(tmpl.Object, "spec")
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	n := e.o.Jobs
+	start := time.Now()
+	if err := createMany(ctx, c, n, func(i int) client.Object {
+		js := unstructuredOf(jobSetGVK)
+		js.SetNamespace(ns)
+		js.SetName(fmt.Sprintf("js-%05d", i))
+		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
+		return js
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	}); err != nil {
+		return err
+	}
+	r.Limit = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
+	e.logf("limit: %d JobSets created directly in %s", n, r.Limit.Round(time.Millisecond))
+	// They are not TrainJobs; they must not weigh on what follows.
+	return e.c.DeleteAllOf(ctx, unstructuredOf(jobSetGVK), client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+}
+
+func runtimeDeepCopy(m map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
+}
+
+// deadlines: N running TrainJobs whose activeDeadlineSeconds all fall due within the
+// submission window; lag from each due instant to Failed/DeadlineExceeded.
+func deadlines(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-deadline"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	n := e.o.Jobs
+	secs := int64(e.o.Deadline / time.Second)
+	if err := createMany(ctx, e.c, n, func(i int) client.Object {
+		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "1h")
+		tj.Spec.ActiveDeadlineSeconds = ptr.To(secs)
+		return tj
+	}); err != nil {
+		return err
+	}
+	err := waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
+		got := e.tracker.count(e.tracker.deadlineSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	})
+	r.DeadlineMissed = n - e.tracker.count(e.tracker.deadlineSeen, ns)
+	if err != nil {
+		e.logf("deadline: %v", err)
+	}
+	// Give a controller that recreates deleted JobSets the time to show it.
+	time.Sleep(10 * time.Second)
+	r.DeadlineLag = e.tracker.lags(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)
+	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
+	r.Recreated = e.tracker.recreatedJobSets(ns)
+	e.logf("deadline: %d fired (%d missed), p50 %s, p99 %s; JobSet deleted p50 %s, p99 %s; %d JobSets recreated", len(r.DeadlineLag), r.DeadlineMissed,
+		percentile(r.DeadlineLag, 50), percentile(r.DeadlineLag, 99), percentile(r.KillLag, 50), percentile(r.KillLag, 99), r.Recreated)
+	return nil
+}
+
+// ttls: N TrainJobs that complete, each with ttlSecondsAfterFinished; lag from each due
+// instant to the TrainJob's deletion.
+func ttls(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-ttl"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	n := e.o.Jobs
+	secs := int32(e.o.TTL / time.Second)
+	if err := createMany(ctx, e.c, n, func(i int) client.Object {
+		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "")
+		tj.Spec.TTLSecondsAfterFinished = ptr.To(secs)
+		return tj
+	}); err != nil {
+		return err
+	}
+	err := waitFor(ctx, e.o.TTL+5*time.Minute, "every TTL", func() (bool, string) {
+		got := e.tracker.count(e.tracker.deletedSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d deleted", got, n)
+	})
+	r.TTLLag = e.tracker.lags(e.tracker.deletedSeen, e.tracker.ttlDue, ns)
+	r.TTLMissed = n - e.tracker.count(e.tracker.deletedSeen, ns)
+	if err != nil {
+		e.logf("TTL: %v", err)
+	}
+	e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, percentile(r.TTLLag, 50), percentile(r.TTLLag, 99))
+	return nil
+}
+
+// admission: queued TrainJobs of one GPU each through a LocalQueue, more than the quota
+// holds at once, so Kueue admits them in waves as others complete; lag from admission to
+// the JobSet running, and the apiserver's writes per TrainJob over the whole lifecycle.
+func admission(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-queue"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	lq := unstructuredOf(workloadGVK.GroupVersion().WithKind("LocalQueue"))
+	lq.SetNamespace(ns)
+	lq.SetName("bench")
+	_ = unstructured.SetNestedField(lq.Object, "cluster-queue", "spec", "clusterQueue")
+	if err := e.c.Create(ctx, lq); err != nil {
+		return fmt.Errorf("creating the LocalQueue: %w", err)
+	}
+	before, err := writeCounts(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	n := e.o.QueuedJobs
+	one := resource.MustParse("1")
+	if err := createMany(ctx, e.c, n, func(i int) client.Object {
+		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), true, "")
+		tj.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "bench"}
+		tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Requests: corev1.ResourceList{gpu: one}, Limits: corev1.ResourceList{gpu: one}}
+		return tj
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 10*time.Minute, "every queued TrainJob to finish", func() (bool, string) {
+		got := e.tracker.count(e.tracker.finishedSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d finished", got, n)
+	}); err != nil {
+		return err
+	}
+	after, err := writeCounts(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	r.Writes = map[string]float64{}
+	for res, v := range after {
+		if d := v - before[res]; d > 0 {
+			r.Writes[res] = d / float64(n)
+		}
+	}
+	r.AdmissionLag = e.tracker.lags(e.tracker.jobSetResumed, e.tracker.admittedSeen, ns)
+	r.KueueLag = e.tracker.lags(e.tracker.resumedSeen, e.tracker.admittedSeen, ns)
+	r.ResumeLag = e.tracker.lags(e.tracker.jobSetResumed, e.tracker.resumedSeen, ns)
+	e.logf("admission: %d admitted, p50 %s, p99 %s (Kueue p50 %s, controller p50 %s p99 %s); %.1f writes per TrainJob", len(r.AdmissionLag),
+		percentile(r.AdmissionLag, 50), percentile(r.AdmissionLag, 99), percentile(r.KueueLag, 50),
+		percentile(r.ResumeLag, 50), percentile(r.ResumeLag, 99), sumValues(r.Writes))
+	return nil
+}
+
+// memory: tops the cluster up to MemoryJobs TrainJobs (the suspended, failed and finished
+// ones of the earlier scenarios plus suspended ones, like a queue's backlog) and samples
+// the controller's RSS once it has caught up.
+func memory(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-memory"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	all := &trainer.TrainJobList{}
+	if err := e.cache.List(ctx, all); err != nil {
+		return err
+	}
+	n := max(e.o.MemoryJobs-len(all.Items), 0)
+	if err := createMany(ctx, e.c, n, func(i int) client.Object { return benchJob(ns, fmt.Sprintf("tj-%05d", i), true, "") }); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 15*time.Minute, "every JobSet", func() (bool, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	}); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	pid, running := e.p.TrainerProcess().Running()
+	if !running {
+		return fmt.Errorf("the controller exited")
+	}
+	u, err := readProcUsage(pid)
+	if err != nil {
+		return err
+	}
+	r.MemoryJobs, r.RSS = len(all.Items)+n, u.rss
+	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB)", r.MemoryJobs, u.rss>>20, u.peakRSS>>20)
+	return nil
+}

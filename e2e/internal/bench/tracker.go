@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+var (
+	jobSetGVK   = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
+	workloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+)
+
+// tracker records, from watches, the instant the bench first saw each thing happen to
+// each TrainJob (keyed by namespace/name). Instants are this process's clock when the
+// watch event arrived, so every figure carries the same watch delay for every
+// controller; the due instants come from the API's whole-second timestamps.
+type tracker struct {
+	mu sync.Mutex
+	// JobSets: first seen, first seen running (spec.suspend false), and every UID seen
+	// (more than one: the JobSet was created again).
+	jobSetSeen    map[types.NamespacedName]time.Time
+	jobSetResumed map[types.NamespacedName]time.Time
+	jobSetUIDs    map[types.NamespacedName]map[types.UID]bool
+	// jobSetGone: the JobSet seen deleted or deleting (its pods are told to stop).
+	jobSetGone map[types.NamespacedName]time.Time
+	// TrainJobs: DeadlineExceeded seen (and the instant it was due), deletion seen (and
+	// the instant the TTL made it due), Complete seen.
+	deadlineSeen map[types.NamespacedName]time.Time
+	deadlineDue  map[types.NamespacedName]time.Time
+	deletedSeen  map[types.NamespacedName]time.Time
+	ttlDue       map[types.NamespacedName]time.Time
+	finishedSeen map[types.NamespacedName]time.Time
+	// resumedSeen: spec.suspend false seen on a TrainJob (Kueue's write, when queued).
+	resumedSeen map[types.NamespacedName]time.Time
+	// Workloads: first seen Admitted, by the TrainJob that owns them.
+	admittedSeen map[types.NamespacedName]time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{
+		jobSetSeen: map[types.NamespacedName]time.Time{}, jobSetResumed: map[types.NamespacedName]time.Time{},
+		jobSetUIDs: map[types.NamespacedName]map[types.UID]bool{}, deadlineSeen: map[types.NamespacedName]time.Time{},
+		deadlineDue: map[types.NamespacedName]time.Time{}, deletedSeen: map[types.NamespacedName]time.Time{},
+		ttlDue: map[types.NamespacedName]time.Time{}, finishedSeen: map[types.NamespacedName]time.Time{},
+		jobSetGone:   map[types.NamespacedName]time.Time{},
+		admittedSeen: map[types.NamespacedName]time.Time{}, resumedSeen: map[types.NamespacedName]time.Time{},
+	}
+}
+
+func first(m map[types.NamespacedName]time.Time, k types.NamespacedName, t time.Time) {
+	if _, ok := m[k]; !ok {
+		m[k] = t
+	}
+}
+
+// start registers the tracker's handlers on the cache's informers.
+func (t *tracker) start(ctx context.Context, c cache.Cache) error {
+	handlers := []struct {
+		obj client.Object
+		on  func(obj any, deleted bool)
+	}{
+		{&trainer.TrainJob{}, t.onTrainJob},
+		{unstructuredOf(jobSetGVK), t.onJobSet},
+		{unstructuredOf(workloadGVK), t.onWorkload},
+	}
+	for _, h := range handlers {
+		inf, err := c.GetInformer(ctx, h.obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", h.obj, err)
+		}
+		on := h.on
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { on(obj, false) },
+			UpdateFunc: func(_, obj any) { on(obj, false) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				on(obj, true)
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unstructuredOf(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+func (t *tracker) onTrainJob(obj any, deleted bool) {
+	now := time.Now()
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return
+	}
+	k := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if deleted || tj.DeletionTimestamp != nil {
+		first(t.deletedSeen, k, now)
+		return
+	}
+	if tj.Spec.Suspend != nil && !*tj.Spec.Suspend {
+		first(t.resumedSeen, k, now)
+	}
+	for _, c := range tj.Status.Conditions {
+		if c.Status != metav1.ConditionTrue || (c.Type != trainer.TrainJobComplete && c.Type != trainer.TrainJobFailed) {
+			continue
+		}
+		first(t.finishedSeen, k, now)
+		if c.Type == trainer.TrainJobFailed && c.Reason == trainer.TrainJobDeadlineExceededReason {
+			first(t.deadlineSeen, k, now)
+			if _, ok := t.deadlineDue[k]; !ok && tj.Spec.ActiveDeadlineSeconds != nil {
+				t.deadlineDue[k] = activeSince(tj).Add(time.Duration(*tj.Spec.ActiveDeadlineSeconds) * time.Second)
+			}
+		}
+	}
+	if tj.Status.CompletionTime != nil && tj.Spec.TTLSecondsAfterFinished != nil {
+		t.ttlDue[k] = tj.Status.CompletionTime.Add(time.Duration(*tj.Spec.TTLSecondsAfterFinished) * time.Second)
+	}
+}
+
+// activeSince is the instant a controller counts a TrainJob's deadline from, by its own
+// rule: Kiln's status.startTime; upstream, which has no startTime, counts from the last
+// Suspended=False transition, else from creation.
+func activeSince(tj *trainer.TrainJob) time.Time {
+	if tj.Status.StartTime != nil {
+		return tj.Status.StartTime.Time
+	}
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+		return c.LastTransitionTime.Time
+	}
+	return tj.CreationTimestamp.Time
+}
+
+func (t *tracker) onJobSet(obj any, deleted bool) {
+	now := time.Now()
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	k := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+	if deleted || u.GetDeletionTimestamp() != nil {
+		t.mu.Lock()
+		first(t.jobSetGone, k, now)
+		t.mu.Unlock()
+		return
+	}
+	suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first(t.jobSetSeen, k, now)
+	if !suspended {
+		first(t.jobSetResumed, k, now)
+	}
+	if t.jobSetUIDs[k] == nil {
+		t.jobSetUIDs[k] = map[types.UID]bool{}
+	}
+	t.jobSetUIDs[k][u.GetUID()] = true
+}
+
+func (t *tracker) onWorkload(obj any, deleted bool) {
+	now := time.Now()
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || deleted {
+		return
+	}
+	var owner string
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == "TrainJob" {
+			owner = ref.Name
+		}
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if owner != "" && m["type"] == "Admitted" && m["status"] == "True" {
+			t.mu.Lock()
+			first(t.admittedSeen, types.NamespacedName{Namespace: u.GetNamespace(), Name: owner}, now)
+			t.mu.Unlock()
+		}
+	}
+}
+
+// count is how many keys of m are in namespace ns.
+func (t *tracker) count(m map[types.NamespacedName]time.Time, ns string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k := range m {
+		if k.Namespace == ns {
+			n++
+		}
+	}
+	return n
+}
+
+// lags is, for every key of seen in ns, seen minus the instant in from (a due instant or
+// an earlier observation); keys without both are skipped.
+func (t *tracker) lags(seen, from map[types.NamespacedName]time.Time, ns string) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []time.Duration
+	for k, s := range seen {
+		if f, ok := from[k]; ok && k.Namespace == ns {
+			out = append(out, s.Sub(f))
+		}
+	}
+	return out
+}
+
+// latest is the last instant in m for namespace ns.
+func (t *tracker) latest(m map[types.NamespacedName]time.Time, ns string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for k, v := range m {
+		if k.Namespace == ns && v.After(last) {
+			last = v
+		}
+	}
+	return last
+}
+
+// recreatedJobSets counts the JobSets of namespace ns that existed under more than one UID.
+func (t *tracker) recreatedJobSets(ns string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, uids := range t.jobSetUIDs {
+		if k.Namespace == ns && len(uids) > 1 {
+			n++
+		}
+	}
+	return n
+}
