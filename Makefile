@@ -105,7 +105,7 @@ $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 20 min).
+bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 35 min on 2 cores).
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench $(BENCH_FLAGS)
 

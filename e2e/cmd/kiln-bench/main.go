@@ -30,11 +30,8 @@ func main() {
 }
 
 func run() error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	o := bench.DefaultOptions(root)
+	root := flag.String("root", "", "repository root (default: the nearest directory with go.work)")
+	o := bench.DefaultOptions("")
 	trainers := flag.String("trainers", "kiln,upstream", "controllers to measure, in order: kiln, upstream")
 	flag.IntVar(&o.Runs, "runs", o.Runs, "runs per controller; each figure reports min/median/max over them")
 	flag.IntVar(&o.Jobs, "jobs", o.Jobs, "TrainJobs for the throughput, deadline and TTL figures")
@@ -49,6 +46,14 @@ func run() error {
 	scenarios := flag.String("scenarios", "", "comma-separated subset of: throughput, limit (needs throughput), deadline, ttl, admission, memory")
 	flag.StringVar(&o.Report, "report", o.Report, "markdown report to write; plots go in the directory of the same name")
 	flag.Parse()
+	dir, err := platform.RepoRoot(*root)
+	if err != nil {
+		return err
+	}
+	o.Root = dir
+	if o.Report == "" {
+		o.Report = filepath.Join(dir, "docs", "benchmarks.md")
+	}
 	o.Trainers = nil
 	for _, t := range strings.Split(*trainers, ",") {
 		switch tr := platform.Trainer(strings.TrimSpace(t)); tr {
@@ -75,22 +80,4 @@ func run() error {
 	}
 	fmt.Println("report:", o.Report)
 	return nil
-}
-
-// repoRoot is the nearest directory above the working directory with a go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.work above the working directory: run from the repository")
-		}
-		dir = parent
-	}
 }

@@ -8,12 +8,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
@@ -45,7 +43,7 @@ func run() error {
 		fs.Usage()
 		os.Exit(2)
 	}
-	dir, err := repoRoot(*root)
+	dir, err := platform.RepoRoot(*root)
 	if err != nil {
 		return err
 	}
@@ -76,24 +74,4 @@ func run() error {
 		os.Exit(2)
 	}
 	return nil
-}
-
-func repoRoot(flagValue string) (string, error) {
-	if flagValue != "" {
-		return filepath.Abs(flagValue)
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the current directory; pass --root")
-		}
-		dir = parent
-	}
 }

@@ -58,9 +58,17 @@ func DefaultOptions(root string) Options {
 		Deadline: 45 * time.Second, TTL: 20 * time.Second,
 		Budget:      platform.ControllerBudget{QPS: 100, Burst: 200, Concurrency: 10},
 		PodsPerNode: 500,
-		Report:      filepath.Join(root, "docs", "benchmarks.md"),
+		Report:      reportPath(root),
 		Out:         os.Stdout,
 	}
+}
+
+// reportPath is docs/benchmarks.md in the repository; empty until the root is known.
+func reportPath(root string) string {
+	if root == "" {
+		return ""
+	}
+	return filepath.Join(root, "docs", "benchmarks.md")
 }
 
 // Run runs every scenario for every controller and writes the report.
