@@ -14,13 +14,8 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// Kueue's labels and kinds, read without importing Kueue (its module requires
+// Kueue's Workload list kind, read without importing Kueue (its module requires
 // k8s.io/kubernetes).
-const (
-	labelQueueName = "kueue.x-k8s.io/queue-name"
-	labelJobUID    = "kueue.x-k8s.io/job-uid"
-)
-
 var workloadList = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "WorkloadList"}
 
 // admissionTime is when Kueue admitted a queued TrainJob (its Workload's Admitted
@@ -28,12 +23,12 @@ var workloadList = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1
 // saw the admission late or never saw the job suspended. Nil when the job is not queued,
 // not admitted, or Kueue is not installed.
 func (r *TrainJobReconciler) admissionTime(ctx context.Context, tj *trainer.TrainJob) *time.Time {
-	if tj.Labels[labelQueueName] == "" {
+	if tj.Labels[trainer.KueueQueueNameLabel] == "" {
 		return nil
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(workloadList)
-	if err := r.client.List(ctx, list, ctrl.InNamespace(tj.Namespace), ctrl.MatchingLabels{labelJobUID: string(tj.UID)}); err != nil {
+	if err := r.client.List(ctx, list, ctrl.InNamespace(tj.Namespace), ctrl.MatchingLabels{trainer.KueueJobUIDLabel: string(tj.UID)}); err != nil {
 		if !meta.IsNoMatchError(err) {
 			klog.FromContext(ctx).V(2).Info("Could not read the TrainJob's Kueue Workload; counting from now", "err", err)
 		}

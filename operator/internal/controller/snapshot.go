@@ -16,20 +16,10 @@ import (
 	"github.com/kiln-ml/kiln/operator/internal/render"
 )
 
-// snapshotKey holds the runtime, as YAML, in the snapshot ConfigMap.
-const snapshotKey = "runtime"
-
 // errRuntimeNotFound means the referenced runtime does not exist (yet).
 var errRuntimeNotFound = errors.New("runtime not found")
 
-// runtimeSnapshot is the runtime a TrainJob was pinned to at its first reconcile.
-type runtimeSnapshot struct {
-	Kind string                      `json:"kind"`
-	Name string                      `json:"name"`
-	Spec trainer.TrainingRuntimeSpec `json:"spec"`
-}
-
-func snapshotName(tj *trainer.TrainJob) string { return tj.Name + "-runtime-snapshot" }
+func snapshotName(tj *trainer.TrainJob) string { return trainer.RuntimeSnapshotName(tj.Name) }
 
 func runtimeKind(tj *trainer.TrainJob) string {
 	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
@@ -46,8 +36,8 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 		if !metav1.IsControlledBy(cm, tj) {
 			return nil, fmt.Errorf("runtime snapshot ConfigMap %s is not owned by this TrainJob: delete or rename it", cm.Name)
 		}
-		snap := &runtimeSnapshot{}
-		if err := yaml.UnmarshalStrict([]byte(cm.Data[snapshotKey]), snap); err != nil {
+		snap := &trainer.RuntimeSnapshot{}
+		if err := yaml.UnmarshalStrict([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
 			return nil, fmt.Errorf("decoding runtime snapshot %s: %w", cm.Name, err)
 		}
 		return &snap.Spec, nil
@@ -55,7 +45,7 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 		return nil, fmt.Errorf("reading runtime snapshot: %w", err)
 	}
 
-	snap := &runtimeSnapshot{Kind: runtimeKind(tj), Name: tj.Spec.RuntimeRef.Name}
+	snap := &trainer.RuntimeSnapshot{Kind: runtimeKind(tj), Name: tj.Spec.RuntimeRef.Name}
 	switch snap.Kind {
 	case trainer.TrainingRuntimeKind:
 		rt := &trainer.TrainingRuntime{}
@@ -82,9 +72,10 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            snapshotName(tj),
 			Namespace:       tj.Namespace,
+			Labels:          map[string]string{trainer.LabelRuntimeSnapshot: "true"},
 			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(tj)},
 		},
-		Data: map[string]string{snapshotKey: string(data)},
+		Data: map[string]string{trainer.RuntimeSnapshotKey: string(data)},
 	}
 	if err := r.client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("storing runtime snapshot: %w", err)
