@@ -1,0 +1,67 @@
+package convert
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// Reasons of states that no Kubernetes condition names.
+const (
+	ReasonQueued      = "Pending"
+	ReasonAdmitted    = "Admitted"
+	ReasonDeactivated = "Deactivated"
+	ReasonStarting    = "Starting"
+	ReasonRunning     = "Running"
+)
+
+// State is the one state a job is in, with a reason and a message a person can act on.
+// Kueue's Workload (wl, nil when there is none or Kueue is absent) tells a job waiting for
+// quota from one a user suspended: both are just "suspended" to the TrainJob.
+func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
+	conds := tj.Status.Conditions
+	if c := meta.FindStatusCondition(conds, trainer.TrainJobComplete); c != nil && c.Status == metav1.ConditionTrue {
+		return kilnv1.State_STATE_COMPLETE, orDefault(c.Reason, "Complete"), c.Message
+	}
+	if c := meta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
+		return kilnv1.State_STATE_FAILED, orDefault(c.Reason, "Failed"), c.Message
+	}
+	queued := tj.Labels[trainer.KueueQueueNameLabel] != ""
+	if ptr.Deref(tj.Spec.Suspend, false) {
+		switch {
+		case queued && wl != nil && !wl.Active:
+			return kilnv1.State_STATE_SUSPENDED, ReasonDeactivated, "suspended: its Kueue workload is deactivated; resume it to queue it again"
+		case queued && wl != nil && wl.Admitted:
+			return kilnv1.State_STATE_QUEUED, ReasonAdmitted, fmt.Sprintf("admitted by ClusterQueue %s; starting", wl.ClusterQueue)
+		case queued && wl != nil && wl.EvictedReason != "":
+			return kilnv1.State_STATE_QUEUED, wl.EvictedReason, orDefault(wl.EvictedMessage, "evicted by Kueue") + "; waiting to be admitted again"
+		case queued && wl != nil && wl.PendingMessage != "":
+			return kilnv1.State_STATE_QUEUED, ReasonQueued, wl.PendingMessage
+		case queued:
+			return kilnv1.State_STATE_QUEUED, ReasonQueued, fmt.Sprintf("waiting in queue %s for Kueue to admit it", tj.Labels[trainer.KueueQueueNameLabel])
+		default:
+			return kilnv1.State_STATE_SUSPENDED, trainer.TrainJobSuspendedReason, "suspended: resume it to run"
+		}
+	}
+	var total, ready int32
+	for _, js := range tj.Status.JobsStatus {
+		ready += ptr.Deref(js.Ready, 0) + ptr.Deref(js.Succeeded, 0)
+		total += ptr.Deref(js.Active, 0) + ptr.Deref(js.Succeeded, 0)
+	}
+	if ready > 0 {
+		return kilnv1.State_STATE_RUNNING, ReasonRunning, fmt.Sprintf("%d of %d jobs ready", ready, max(total, ready))
+	}
+	return kilnv1.State_STATE_RUNNING, ReasonStarting, "started; waiting for its pods to run"
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/kiln-ml/kiln/apiserver/internal/auth"
+)
+
+// Attributes is what a caller wants to do, as RBAC sees it.
+type Attributes struct {
+	Verb, Group, Resource, Subresource, Namespace, Name string
+}
+
+func (a Attributes) String() string {
+	res := a.Resource
+	if a.Group != "" {
+		res += "." + a.Group
+	}
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	where := "cluster-wide"
+	if a.Namespace != "" {
+		where = "in namespace " + a.Namespace
+	}
+	return fmt.Sprintf("%s %s %s", a.Verb, res, where)
+}
+
+// Authorizer asks Kubernetes whether a caller may do something (SubjectAccessReview), for
+// the reads the server answers from its shared caches. Verdicts are cached briefly, as
+// kube-apiserver's webhook authorizer does, so that a busy client costs one review per TTL.
+type Authorizer struct {
+	Client authorizationclient.SubjectAccessReviewInterface
+	Clock  clock.PassiveClock
+	TTL    time.Duration
+	// MaxEntries bounds the memory the cache may take.
+	MaxEntries int
+
+	mu      sync.Mutex
+	entries map[authzKey]authzVerdict
+}
+
+type authzKey struct {
+	caller string
+	attrs  Attributes
+}
+
+type authzVerdict struct {
+	allowed bool
+	reason  string
+	expires time.Time
+}
+
+// Allowed reports whether the caller in ctx may do attrs, and Kubernetes' reason when not.
+func (a *Authorizer) Allowed(ctx context.Context, attrs Attributes) (bool, string, error) {
+	id := auth.FromContext(ctx)
+	if id == nil {
+		return false, "", errNoCaller
+	}
+	key := authzKey{caller: id.Key(), attrs: attrs}
+	now := a.Clock.Now()
+	a.mu.Lock()
+	v, ok := a.entries[key]
+	a.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.allowed, v.reason, nil
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: id.User, UID: id.UID, Groups: id.Groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: attrs.Verb, Group: attrs.Group, Resource: attrs.Resource, Subresource: attrs.Subresource,
+			Namespace: attrs.Namespace, Name: attrs.Name,
+		},
+	}}
+	if len(id.Extra) > 0 {
+		sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(id.Extra))
+		for k, vs := range id.Extra {
+			sar.Spec.Extra[k] = vs
+		}
+	}
+	res, err := a.Client.Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", fmt.Errorf("asking Kubernetes whether %s may %s: %w", id.User, attrs, err)
+	}
+	v = authzVerdict{allowed: res.Status.Allowed && !res.Status.Denied, reason: res.Status.Reason, expires: now.Add(a.TTL)}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.entries == nil {
+		a.entries = map[authzKey]authzVerdict{}
+	}
+	if len(a.entries) >= a.MaxEntries {
+		for k, e := range a.entries {
+			if !now.Before(e.expires) {
+				delete(a.entries, k)
+			}
+		}
+		if len(a.entries) >= a.MaxEntries {
+			clear(a.entries)
+		}
+	}
+	a.entries[key] = v
+	return v.allowed, v.reason, nil
+}

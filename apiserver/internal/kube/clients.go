@@ -1,0 +1,197 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// Clients are the server's ways into Kubernetes.
+type Clients struct {
+	// AsCaller makes every call as the caller found in the call's context (impersonation),
+	// so Kubernetes RBAC decides and audit logs name the caller.
+	AsCaller     client.WithWatch
+	CoreAsCaller kubernetes.Interface
+	// Self is the server's own identity: TokenReviews, SubjectAccessReviews, discovery.
+	Self kubernetes.Interface
+	// Cache holds TrainJobs, runtimes, the pods of JobSets, runtime snapshots and Kueue's
+	// objects, read with the server's own identity. Every read from it is authorized for
+	// the caller first (Authorizer).
+	Cache      cache.Cache
+	Authorizer *Authorizer
+	// Kueue is true when Kueue's API is installed.
+	Kueue bool
+	// KubernetesVersion is the cluster's, e.g. v1.36.3.
+	KubernetesVersion string
+}
+
+// Options tune the clients.
+type Options struct {
+	// AuthzCacheTTL is how long a SubjectAccessReview verdict is reused.
+	AuthzCacheTTL time.Duration
+}
+
+// Scheme knows every typed kind the server reads.
+func Scheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// NewClients builds the clients from the server's own configuration. The cache is not
+// started: Start does that.
+func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	self, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	version, err := self.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reaching Kubernetes at %s: %w", cfg.Host, err)
+	}
+	selfHTTP, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes HTTP client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, selfHTTP)
+	if err != nil {
+		return nil, fmt.Errorf("creating REST mapper: %w", err)
+	}
+	// The caller's clients share the server's connections and rate limit; only the
+	// identity differs per request.
+	callerHTTP := &http.Client{Transport: impersonatingTransport{base: selfHTTP.Transport}, Timeout: selfHTTP.Timeout}
+	asCaller, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: callerHTTP})
+	if err != nil {
+		return nil, fmt.Errorf("creating impersonating client: %w", err)
+	}
+	coreAsCaller, err := kubernetes.NewForConfigAndClient(cfg, callerHTTP)
+	if err != nil {
+		return nil, fmt.Errorf("creating impersonating client: %w", err)
+	}
+	kueue, err := servesKind(mapper, WorkloadGVK)
+	if err != nil {
+		return nil, err
+	}
+	podSelector, err := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	snapshotSelector := labels.SelectorFromSet(labels.Set{trainer.LabelRuntimeSnapshot: "true"})
+	c, err := cache.New(cfg, cache.Options{
+		HTTPClient:       selfHTTP,
+		Scheme:           scheme,
+		Mapper:           mapper,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podSelector)},
+			&corev1.ConfigMap{}: {Label: snapshotSelector},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating cache: %w", err)
+	}
+	return &Clients{
+		AsCaller:          asCaller,
+		CoreAsCaller:      coreAsCaller,
+		Self:              self,
+		Cache:             c,
+		Authorizer:        &Authorizer{Client: self.AuthorizationV1().SubjectAccessReviews(), Clock: clock.RealClock{}, TTL: o.AuthzCacheTTL, MaxEntries: 100_000},
+		Kueue:             kueue,
+		KubernetesVersion: version.GitVersion,
+	}, nil
+}
+
+// cachedKinds are the kinds the cache holds; Kueue's only where Kueue is installed.
+func (c *Clients) cachedKinds() []client.Object {
+	kinds := []client.Object{&trainer.TrainJob{}, &trainer.ClusterTrainingRuntime{}, &trainer.TrainingRuntime{}, &corev1.Pod{}, &corev1.ConfigMap{}}
+	if c.Kueue {
+		for _, gvk := range []schema.GroupVersionKind{WorkloadGVK, LocalQueueGVK, ClusterQueueGVK} {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			kinds = append(kinds, u)
+		}
+	}
+	return kinds
+}
+
+// Cache indexes.
+const (
+	// IndexJobSetName indexes pods by the JobSet (thus the TrainJob) they belong to.
+	IndexJobSetName = "kiln.jobSetName"
+	// IndexJobUID indexes Kueue workloads by the UID of their job.
+	IndexJobUID = "kiln.jobUID"
+)
+
+// Start starts the cache's informers and waits until they have synced.
+func (c *Clients) Start(ctx context.Context) error {
+	byLabel := func(label string) client.IndexerFunc {
+		return func(o client.Object) []string {
+			if v := o.GetLabels()[label]; v != "" {
+				return []string{v}
+			}
+			return nil
+		}
+	}
+	if err := c.Cache.IndexField(ctx, &corev1.Pod{}, IndexJobSetName, byLabel(jobsetv1alpha2.JobSetNameKey)); err != nil {
+		return fmt.Errorf("indexing pods: %w", err)
+	}
+	if c.Kueue {
+		if err := c.Cache.IndexField(ctx, New(WorkloadGVK), IndexJobUID, byLabel(trainer.KueueJobUIDLabel)); err != nil {
+			return fmt.Errorf("indexing workloads: %w", err)
+		}
+	}
+	for _, obj := range c.cachedKinds() {
+		if _, err := c.Cache.GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Cache.Start(ctx) }()
+	if !c.Cache.WaitForCacheSync(ctx) {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("starting cache: %w", err)
+		default:
+			return fmt.Errorf("cache did not sync: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+func servesKind(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", gvk, err)
+	}
+	return true, nil
+}

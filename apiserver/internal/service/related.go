@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/apiserver/internal/convert"
+	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+)
+
+// views builds the API's view of TrainJobs from the shared cache: their Kueue workloads,
+// queue positions, pinned run policies and pods. Callers authorize the TrainJob first; the
+// pods (steps) are shown only to callers who may list pods.
+type views struct {
+	kube *kube.Clients
+
+	mu       sync.Mutex
+	policies map[types.UID]pinnedPolicy // parsed runtime snapshots, by ConfigMap UID
+}
+
+type pinnedPolicy struct {
+	resourceVersion string
+	policy          *trainer.RunPolicy
+}
+
+// viewOptions say what a view includes.
+type viewOptions struct {
+	// steps adds the job's pods, when the caller may list pods.
+	steps bool
+	// position computes where a queued job waits.
+	position bool
+}
+
+func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *kilnv1.TrainJob {
+	rel := convert.Related{RunPolicy: v.runPolicy(ctx, tj)}
+	if v.kube.Kueue && tj.Labels[trainer.KueueQueueNameLabel] != "" {
+		rel.Workload = v.workload(ctx, tj)
+		if o.position && rel.Workload != nil {
+			rel.Position = v.position(ctx, rel.Workload)
+		}
+	}
+	if o.steps {
+		if ok, _, err := v.kube.Authorizer.Allowed(ctx, kube.Attributes{Verb: "list", Resource: "pods", Namespace: tj.Namespace}); err == nil && ok {
+			rel.Pods = v.pods(ctx, tj)
+		}
+	}
+	return convert.TrainJob(tj, rel)
+}
+
+func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *convert.Workload {
+	list := kube.NewList(kube.WorkloadGVK)
+	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobUID: string(tj.UID)}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's workload", "trainJob", klog.KObj(tj), "err", err)
+		return nil
+	}
+	// Kueue replaces a job's workload at times; the newest one is the job's.
+	var newest *unstructured.Unstructured
+	for i := range list.Items {
+		if wl := &list.Items[i]; newest == nil || newest.GetCreationTimestamp().Time.Before(wl.GetCreationTimestamp().Time) {
+			newest = wl
+		}
+	}
+	return convert.WorkloadFrom(newest)
+}
+
+// position ranks wl among the pending workloads of its ClusterQueue.
+func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.QueuePosition {
+	clusterQueueOf := map[string]string{}
+	lqs := kube.NewList(kube.LocalQueueGVK)
+	if err := v.kube.Cache.List(ctx, lqs); err != nil {
+		return nil
+	}
+	for _, lq := range lqs.Items {
+		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		clusterQueueOf[lq.GetNamespace()+"/"+lq.GetName()] = cq
+	}
+	cq := clusterQueueOf[wl.Namespace+"/"+wl.LocalQueue]
+	var pending []*convert.Workload
+	if wl.Pending() {
+		all := kube.NewList(kube.WorkloadGVK)
+		if err := v.kube.Cache.List(ctx, all); err != nil {
+			return nil
+		}
+		for i := range all.Items {
+			other := convert.WorkloadFrom(&all.Items[i])
+			if other.Pending() && clusterQueueOf[other.Namespace+"/"+other.LocalQueue] == cq {
+				pending = append(pending, other)
+			}
+		}
+	}
+	return convert.Position(wl, cq, pending)
+}
+
+func (v *views) pods(ctx context.Context, tj *trainer.TrainJob) []corev1.Pod {
+	list := &corev1.PodList{}
+	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobSetName: tj.Name}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's pods", "trainJob", klog.KObj(tj), "err", err)
+		return []corev1.Pod{}
+	}
+	// The JobSet named like the TrainJob is its own: the operator refuses any other.
+	if list.Items == nil {
+		return []corev1.Pod{}
+	}
+	return list.Items
+}
+
+// runPolicy is the runPolicy of the runtime the job was pinned to: from its runtime
+// snapshot, else (not reconciled yet) the runtime as it is now.
+func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.RunPolicy {
+	if tj.Spec.ActiveDeadlineSeconds != nil && tj.Spec.TTLSecondsAfterFinished != nil {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainer.RuntimeSnapshotName(tj.Name)}, cm)
+	if err == nil && isOwnedBy(cm.OwnerReferences, tj.UID) {
+		return v.pinned(cm)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil
+	}
+	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
+	var spec *trainer.TrainingRuntimeSpec
+	switch kind {
+	case trainer.ClusterTrainingRuntimeKind:
+		rt := &trainer.ClusterTrainingRuntime{}
+		if v.kube.Cache.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, rt) == nil {
+			spec = &rt.Spec
+		}
+	case trainer.TrainingRuntimeKind:
+		rt := &trainer.TrainingRuntime{}
+		if v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Spec.RuntimeRef.Name}, rt) == nil {
+			spec = &rt.Spec
+		}
+	}
+	if spec == nil {
+		return nil
+	}
+	return spec.RunPolicy
+}
+
+func (v *views) pinned(cm *corev1.ConfigMap) *trainer.RunPolicy {
+	v.mu.Lock()
+	p, ok := v.policies[cm.UID]
+	v.mu.Unlock()
+	if ok && p.resourceVersion == cm.ResourceVersion {
+		return p.policy
+	}
+	snap := &trainer.RuntimeSnapshot{}
+	if err := yaml.Unmarshal([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.policies == nil || len(v.policies) > 50_000 {
+		v.policies = map[types.UID]pinnedPolicy{}
+	}
+	v.policies[cm.UID] = pinnedPolicy{resourceVersion: cm.ResourceVersion, policy: snap.Spec.RunPolicy}
+	return snap.Spec.RunPolicy
+}
+
+func isOwnedBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,460 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+func newJob(name string) *kilnv1.NewTrainJob {
+	return &kilnv1.NewTrainJob{Name: name, Spec: &kilnv1.TrainJobSpec{
+		Runtime: "torch-distributed", Image: "docker.io/my-training-image:latest", Command: []string{"torchrun", "train.py"},
+		Nodes: 2, ResourcesPerNode: &kilnv1.Resources{Limits: map[string]string{"nvidia.com/gpu": "8"}},
+		ActiveDeadlineSeconds: ptr.To[int64](600),
+	}}
+}
+
+func create(ctx context.Context, c clients, ns string, job *kilnv1.NewTrainJob) *kilnv1.TrainJob {
+	GinkgoHelper()
+	res, err := c.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+		Namespace: ns, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job},
+	}))
+	Expect(err).NotTo(HaveOccurred())
+	return res.Msg.GetTrainJob()
+}
+
+func adminTrainJob(ctx context.Context, ns, name string) (*trainer.TrainJob, error) {
+	tj := &trainer.TrainJob{}
+	return tj, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)
+}
+
+var _ = Describe("Authentication", func() {
+	for _, p := range protocols {
+		It("refuses calls without a valid token over "+p.name, func(ctx SpecContext) {
+			_, err := p.as("").jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-a"}))
+			Expect(connect.CodeOf(err)).To(Equal(connect.CodeUnauthenticated))
+			Expect(err.Error()).To(ContainSubstring("Authorization: Bearer"))
+
+			tokens["forged"] = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJub2JvZHkifQ.c2lnbmF0dXJl"
+			_, err = p.as("forged").jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-a"}))
+			Expect(connect.CodeOf(err)).To(Equal(connect.CodeUnauthenticated))
+		})
+
+		It("tells the caller who they are over "+p.name, func(ctx SpecContext) {
+			res, err := p.as("alice").server.GetServerInfo(ctx, connect.NewRequest(&kilnv1.GetServerInfoRequest{}))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Msg.GetUser()).To(Equal("system:serviceaccount:team-a:alice"))
+			Expect(res.Msg.GetKubernetesVersion()).To(HavePrefix("v1."))
+			Expect(res.Msg.GetKueue()).To(BeTrue())
+		})
+	}
+})
+
+var _ = Describe("TrainJobService", func() {
+	for _, p := range protocols {
+		Context("over "+p.name, func() {
+			var alice, bob, carol, dana clients
+			BeforeEach(func() {
+				alice, bob, carol, dana = p.as("alice"), p.as("bob"), p.as("carol"), p.as("dana")
+			})
+			name := func(s string) string { return p.prefix() + s }
+
+			It("creates a job from fields as the caller, and reads it back with its timers", func(ctx SpecContext) {
+				got := create(ctx, alice, "team-a", newJob(name("fields")))
+				Expect(got.GetName()).To(Equal(name("fields")))
+				Expect(got.GetUid()).NotTo(BeEmpty())
+				Expect(got.GetStatus().GetActiveDeadlineSeconds()).To(BeEquivalentTo(600), "the job's own deadline")
+				Expect(got.GetStatus().GetTtlSecondsAfterFinished()).To(BeEquivalentTo(86400), "the runtime's TTL")
+
+				tj, err := adminTrainJob(ctx, "team-a", name("fields"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(*tj.Spec.Trainer.NumNodes).To(BeEquivalentTo(2))
+				Expect(tj.Spec.Trainer.ResourcesPerNode.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
+				Expect(tj.ManagedFields).NotTo(BeEmpty())
+				Expect(tj.ManagedFields[0].Manager).To(Equal("kiln-apiserver"))
+
+				res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("fields"), IncludeManifest: true}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetTrainJob().GetUid()).To(Equal(got.GetUid()))
+				Expect(res.Msg.GetTrainJob().GetSpec().GetImage()).To(Equal("docker.io/my-training-image:latest"))
+				Expect(res.Msg.GetManifest()).To(ContainSubstring("kind: TrainJob"))
+
+				// The operator would set startTime; the API shows when the deadline fires.
+				start := metav1.NewTime(time.Now().Truncate(time.Second))
+				tj.Status.StartTime = &start
+				Expect(admin.Status().Update(ctx, tj)).To(Succeed())
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("fields")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					st := res.Msg.GetTrainJob().GetStatus()
+					g.Expect(st.GetState()).To(Equal(kilnv1.State_STATE_RUNNING))
+					g.Expect(st.GetDeadlineTime().AsTime()).To(BeTemporally("==", start.Add(600*time.Second)))
+				}).Should(Succeed())
+			})
+
+			It("creates a job from a manifest, strictly", func(ctx SpecContext) {
+				manifest := fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: %s
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {image: img, command: [torchrun, train.py]}
+`, name("manifest"))
+				res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: manifest},
+				}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetTrainJob().GetSpec().GetRuntime()).To(Equal("torch-distributed"))
+
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: strings.Replace(manifest, "trainer:", "trainr:", 1)},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(err.Error()).To(ContainSubstring(`unknown field "spec.trainr"`))
+				Expect(fieldViolations(err)).To(ConsistOf("manifest"))
+
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-b", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: strings.Replace(manifest, "metadata:", "metadata:\n  namespace: team-a", 1)},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("namespace"))
+			})
+
+			It("names every bad field and the fix", func(ctx SpecContext) {
+				bad := newJob("Bad_Name")
+				bad.Spec.Runtime = ""
+				bad.Spec.Nodes = -2
+				bad.Spec.ResourcesPerNode = &kilnv1.Resources{Requests: map[string]string{"memory": "lots"}}
+				_, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: bad},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("train_job.name", "train_job.spec.runtime", "train_job.spec.nodes",
+					"train_job.spec.resources_per_node.requests[memory]"))
+				Expect(err.Error()).To(ContainSubstring("kiln runtimes list"))
+
+				_, err = alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Name: "x"}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("namespace"))
+			})
+
+			It("maps Kubernetes' own refusals to Connect codes", func(ctx SpecContext) {
+				_, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("missing")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeNotFound))
+
+				create(ctx, alice, "team-a", newJob(name("twice")))
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("twice"))},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeAlreadyExists))
+
+				// The CRD's own validation (CEL, schema): Invalid with the field it names.
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: %s}
+spec: {runtimeRef: {name: torch-distributed}, ttlSecondsAfterFinished: -5}
+`, name("schema"))},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ContainElement("spec.ttlSecondsAfterFinished"))
+
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-b", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("elsewhere"))},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				Expect(err.Error()).To(ContainSubstring("system:serviceaccount:team-a:alice"))
+			})
+
+			It("validates on a dry run without storing anything", func(ctx SpecContext) {
+				res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", DryRun: true, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("dry"))},
+				}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetManifest()).To(ContainSubstring("name: " + name("dry")))
+				_, err = adminTrainJob(ctx, "team-a", name("dry"))
+				Expect(apierrors.IsNotFound(err)).To(BeTrue())
+			})
+
+			It("creates once under concurrent retries of one request", func(ctx SpecContext) {
+				job := newJob("")
+				job.GenerateName = name("retry-")
+				req := &kilnv1.CreateTrainJobRequest{Namespace: "team-a", RequestId: name("0b6e1c2a-9f1e"), Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}}
+				var (
+					wg       sync.WaitGroup
+					mu       sync.Mutex
+					uids     = map[string]int{}
+					replayed int
+				)
+				for range 8 {
+					wg.Go(func() {
+						defer GinkgoRecover()
+						res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(req))
+						Expect(err).NotTo(HaveOccurred())
+						mu.Lock()
+						defer mu.Unlock()
+						uids[res.Msg.GetTrainJob().GetUid()]++
+						if res.Msg.GetReplayed() {
+							replayed++
+						}
+					})
+				}
+				wg.Wait()
+				Expect(uids).To(HaveLen(1), "every retry returned the same job")
+				Expect(replayed).To(Equal(7))
+				list := &trainer.TrainJobList{}
+				Expect(admin.List(ctx, list, client.InNamespace("team-a"))).To(Succeed())
+				n := 0
+				for _, tj := range list.Items {
+					if strings.HasPrefix(tj.Name, name("retry-")) {
+						n++
+					}
+				}
+				Expect(n).To(Equal(1))
+
+				other := &kilnv1.CreateTrainJobRequest{Namespace: "team-a", RequestId: req.RequestId, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("other"))}}
+				other.GetTrainJob().Name, other.GetTrainJob().GenerateName = "", name("retry-")
+				other.GetTrainJob().Spec.Nodes = 3
+				_, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(other))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeFailedPrecondition), "the same request_id for a different request")
+			})
+
+			It("lists a namespace in pages, and every namespace only where RBAC allows", func(ctx SpecContext) {
+				for i := range 5 {
+					create(ctx, bob, "team-b", newJob(fmt.Sprintf("%spage-%d", p.prefix(), i)))
+				}
+				var names []string
+				token := ""
+				Eventually(ctx, func(g Gomega) {
+					names, token = nil, ""
+					for page := 0; ; page++ {
+						g.Expect(page).To(BeNumerically("<", 10))
+						res, err := bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{
+							Namespace: "team-b", PageSize: 2, PageToken: token, LabelSelector: "",
+						}))
+						g.Expect(err).NotTo(HaveOccurred())
+						g.Expect(len(res.Msg.GetTrainJobs())).To(BeNumerically("<=", 2))
+						for _, tj := range res.Msg.GetTrainJobs() {
+							if strings.HasPrefix(tj.GetName(), name("page-")) {
+								names = append(names, tj.GetName())
+							}
+						}
+						if token = res.Msg.GetNextPageToken(); token == "" {
+							break
+						}
+					}
+					g.Expect(names).To(Equal([]string{name("page-0"), name("page-1"), name("page-2"), name("page-3"), name("page-4")}))
+				}).Should(Succeed())
+
+				res, err := bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-b", PageSize: 2}))
+				Expect(err).NotTo(HaveOccurred())
+				_, err = bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-b", LabelSelector: "a=b", PageToken: res.Msg.GetNextPageToken()}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("page_token"))
+
+				_, err = bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{AllNamespaces: true}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				Eventually(ctx, func(g Gomega) {
+					all, err := dana.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{AllNamespaces: true, PageSize: 1000}))
+					g.Expect(err).NotTo(HaveOccurred())
+					namespaces := map[string]bool{}
+					for _, tj := range all.Msg.GetTrainJobs() {
+						namespaces[tj.GetNamespace()] = true
+					}
+					g.Expect(namespaces).To(HaveKey("team-a"))
+					g.Expect(namespaces).To(HaveKey("team-b"))
+				}).Should(Succeed())
+
+				_, err = bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-b", LabelSelector: "a in (b"}))
+				Expect(fieldViolations(err)).To(ConsistOf("label_selector"))
+			})
+
+			It("keeps users in their own namespaces", func(ctx SpecContext) {
+				create(ctx, alice, "team-a", newJob(name("private")))
+				_, err := bob.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("private")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				_, err = bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-a"}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				_, err = bob.jobs.DeleteTrainJob(ctx, connect.NewRequest(&kilnv1.DeleteTrainJobRequest{Namespace: "team-a", Name: name("private")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				_, err = bob.jobs.SuspendTrainJob(ctx, connect.NewRequest(&kilnv1.SuspendTrainJobRequest{Namespace: "team-a", Name: name("private")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				_, err = bob.jobs.ListEvents(ctx, connect.NewRequest(&kilnv1.ListEventsRequest{Namespace: "team-a", Name: name("private")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+				_, err = carol.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-c"}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
+
+				stream, err := bob.jobs.WatchTrainJobs(ctx, connect.NewRequest(&kilnv1.WatchTrainJobsRequest{Namespace: "team-a"}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(stream.Receive()).To(BeFalse())
+				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodePermissionDenied))
+			})
+
+			It("suspends and resumes a job", func(ctx SpecContext) {
+				create(ctx, alice, "team-a", newJob(name("pause")))
+				res, err := alice.jobs.SuspendTrainJob(ctx, connect.NewRequest(&kilnv1.SuspendTrainJobRequest{Namespace: "team-a", Name: name("pause")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetTrainJob().GetStatus().GetState()).To(Equal(kilnv1.State_STATE_SUSPENDED))
+				tj, err := adminTrainJob(ctx, "team-a", name("pause"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ptr.Deref(tj.Spec.Suspend, false)).To(BeTrue())
+
+				rres, err := alice.jobs.ResumeTrainJob(ctx, connect.NewRequest(&kilnv1.ResumeTrainJobRequest{Namespace: "team-a", Name: name("pause")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(rres.Msg.GetTrainJob().GetStatus().GetState()).To(Equal(kilnv1.State_STATE_RUNNING))
+				tj, err = adminTrainJob(ctx, "team-a", name("pause"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ptr.Deref(tj.Spec.Suspend, true)).To(BeFalse())
+
+				tj.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done", LastTransitionTime: metav1.Now()}}
+				Expect(admin.Status().Update(ctx, tj)).To(Succeed())
+				_, err = alice.jobs.SuspendTrainJob(ctx, connect.NewRequest(&kilnv1.SuspendTrainJobRequest{Namespace: "team-a", Name: name("pause")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeFailedPrecondition))
+			})
+
+			It("tells a job waiting in Kueue from a suspended one, and suspends it through Kueue", func(ctx SpecContext) {
+				job := newJob(name("queued"))
+				job.Spec.Queue = "team-queue"
+				job.Spec.Suspend = true // as Kueue's webhook sets it
+				created := create(ctx, alice, "team-a", job)
+				wl := workload(ctx, "team-a", name("queued"), created.GetUid(), "team-queue")
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("queued")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					st := res.Msg.GetTrainJob().GetStatus()
+					g.Expect(st.GetState()).To(Equal(kilnv1.State_STATE_QUEUED))
+					g.Expect(st.GetMessage()).To(ContainSubstring("insufficient unused quota"))
+					g.Expect(st.GetQueue().GetPositionInLocalQueue()).To(BeNumerically(">=", 1))
+					g.Expect(st.GetQueue().GetClusterQueue()).To(Equal("team-cq"))
+				}).Should(Succeed())
+				pos, err := alice.queues.GetQueuePosition(ctx, connect.NewRequest(&kilnv1.GetQueuePositionRequest{Namespace: "team-a", Name: name("queued")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(pos.Msg.GetPosition().GetWorkload()).To(Equal(wl.GetName()))
+
+				res, err := alice.jobs.SuspendTrainJob(ctx, connect.NewRequest(&kilnv1.SuspendTrainJobRequest{Namespace: "team-a", Name: name("queued")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetTrainJob().GetStatus().GetState()).To(Equal(kilnv1.State_STATE_SUSPENDED))
+				Expect(admin.Get(ctx, client.ObjectKeyFromObject(wl), wl)).To(Succeed())
+				active, _, _ := unstructured.NestedBool(wl.Object, "spec", "active")
+				Expect(active).To(BeFalse(), "Kueue deactivates the workload")
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("queued")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(res.Msg.GetTrainJob().GetStatus().GetState()).To(Equal(kilnv1.State_STATE_SUSPENDED))
+				}).Should(Succeed())
+
+				rres, err := alice.jobs.ResumeTrainJob(ctx, connect.NewRequest(&kilnv1.ResumeTrainJobRequest{Namespace: "team-a", Name: name("queued")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(rres.Msg.GetTrainJob().GetStatus().GetState()).To(Equal(kilnv1.State_STATE_QUEUED))
+				Expect(admin.Get(ctx, client.ObjectKeyFromObject(wl), wl)).To(Succeed())
+				active, _, _ = unstructured.NestedBool(wl.Object, "spec", "active")
+				Expect(active).To(BeTrue())
+			})
+
+			It("deletes a job", func(ctx SpecContext) {
+				create(ctx, alice, "team-a", newJob(name("gone")))
+				_, err := alice.jobs.DeleteTrainJob(ctx, connect.NewRequest(&kilnv1.DeleteTrainJobRequest{Namespace: "team-a", Name: name("gone")}))
+				Expect(err).NotTo(HaveOccurred())
+				_, err = adminTrainJob(ctx, "team-a", name("gone"))
+				Expect(apierrors.IsNotFound(err)).To(BeTrue())
+				_, err = alice.jobs.DeleteTrainJob(ctx, connect.NewRequest(&kilnv1.DeleteTrainJobRequest{Namespace: "team-a", Name: name("gone")}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeNotFound))
+			})
+
+			It("lists a job's events", func(ctx SpecContext) {
+				created := create(ctx, alice, "team-a", newJob(name("events")))
+				Expect(admin.Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: "team-a", GenerateName: "ev-"},
+					InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", Namespace: "team-a", Name: name("events"), UID: types.UID(created.GetUid())},
+					Reason:         "Created", Message: "Created JobSet " + name("events"), Type: corev1.EventTypeNormal,
+					FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1, Source: corev1.EventSource{Component: "kiln-trainjob-controller"},
+				})).To(Succeed())
+				Expect(admin.Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: "team-a", GenerateName: "ev-"},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "team-a", Name: name("events") + "-node-0-0-abcde"},
+					Reason:         "Scheduled", Message: "assigned", Type: corev1.EventTypeNormal, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(),
+				})).To(Succeed())
+				Expect(admin.Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: "team-a", GenerateName: "ev-"},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "team-a", Name: name("events") + "-other-node-0-0-abcde"},
+					Reason:         "NotMine", Type: corev1.EventTypeNormal, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(),
+				})).To(Succeed())
+				res, err := alice.jobs.ListEvents(ctx, connect.NewRequest(&kilnv1.ListEventsRequest{Namespace: "team-a", Name: name("events")}))
+				Expect(err).NotTo(HaveOccurred())
+				var reasons []string
+				for _, e := range res.Msg.GetEvents() {
+					reasons = append(reasons, e.GetReason())
+				}
+				Expect(reasons).To(ConsistOf("Created", "Scheduled"))
+			})
+
+			It("streams no logs for a job without pods, and names the steps there are", func(ctx SpecContext) {
+				create(ctx, alice, "team-a", newJob(name("logs")))
+				stream, err := alice.jobs.StreamLogs(ctx, connect.NewRequest(&kilnv1.StreamLogsRequest{Namespace: "team-a", Name: name("logs")}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(stream.Receive()).To(BeFalse())
+				Expect(stream.Err()).NotTo(HaveOccurred())
+				stream, err = alice.jobs.StreamLogs(ctx, connect.NewRequest(&kilnv1.StreamLogsRequest{Namespace: "team-a", Name: name("logs"), Step: "node-7"}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(stream.Receive()).To(BeFalse())
+				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodeNotFound))
+				Expect(stream.Err().Error()).To(ContainSubstring("has not started"))
+			})
+		})
+	}
+})
+
+// workload creates the Kueue Workload Kueue would create for a queued job, waiting for
+// quota in the ClusterQueue team-cq.
+func workload(ctx context.Context, ns, job, uid, queue string) *unstructured.Unstructured {
+	GinkgoHelper()
+	applyYAML(ctx, `apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: `+queue+`, namespace: `+ns+`}
+spec: {clusterQueue: team-cq}`)
+	wl := &unstructured.Unstructured{}
+	wl.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	wl.SetKind("Workload")
+	wl.SetNamespace(ns)
+	wl.SetName("trainjob-" + job + "-1a2b3")
+	wl.SetLabels(map[string]string{trainer.KueueJobUIDLabel: uid})
+	wl.Object["spec"] = map[string]any{
+		"queueName": queue,
+		"podSets": []any{map[string]any{"name": "node", "count": int64(2), "template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "node", "image": "img"}},
+		}}}},
+	}
+	Expect(admin.Create(ctx, wl)).To(Succeed())
+	wl.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
+		"message": "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed",
+	}}}
+	Expect(admin.Status().Update(ctx, wl)).To(Succeed())
+	return wl
+}
