@@ -24,6 +24,9 @@ KUBE_VERSION_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/clien
 	-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=$(KUBE_MAJOR) -X $(pkg).gitMinor=$(KUBE_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=1970-01-01T00:00:00Z)
 
+# Kiln's own version, stamped into its binaries.
+KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
 PLATFORM_BINARIES := $(addprefix $(BIN)/,$(KUBE_BINARIES) etcd kwok kwokctl jobset kueue)
 CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go)
@@ -37,9 +40,10 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-hea
 
 PLATFORM := $(BIN)/kiln-platform
 OPERATOR := $(BIN)/kiln-operator
+APISERVER := $(BIN)/kiln-apiserver
 # Go sources a binary depends on (module sources are few; find is cheap).
 go_sources = $(shell find $(1) -name '*.go' -not -name '*_test.go') $(wildcard $(addsuffix /go.mod,$(1)) $(addsuffix /go.sum,$(1)))
-GO_MODULES := api runtimes operator e2e
+GO_MODULES := api runtimes operator apiserver e2e
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
@@ -62,7 +66,7 @@ down: platform-down ## Stop every process `make up` started.
 ##@ Local platform
 
 .PHONY: platform-up cluster-up
-platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog) on 127.0.0.1.
+platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
 	$(PLATFORM) up
 
 .PHONY: platform-down cluster-down
@@ -78,6 +82,9 @@ $(PLATFORM): $(call go_sources,e2e api runtimes) $(wildcard runtimes/catalog/*.y
 
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
 	go build -o $@ ./operator/cmd/kiln-operator
+
+$(APISERVER): $(call go_sources,apiserver api) go.work
+	go build -ldflags "-X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $@ ./apiserver/cmd/kiln-apiserver
 
 $(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
@@ -105,7 +112,7 @@ $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 35 min on 2 cores).
+bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 35 min on 2 cores).
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench $(BENCH_FLAGS)
 
@@ -158,7 +165,7 @@ vet: ## Run go vet over every module.
 	go vet $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Regenerate every generated artifact.
+generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated artifact.
 	cd api && controller-gen object paths=./trainer/... \
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
@@ -169,8 +176,20 @@ generate: $(BIN)/controller-gen ## Regenerate every generated artifact.
 	for m in $(GO_MODULES); do (cd "$$m" && go mod tidy); done
 	go work sync
 
+.PHONY: generate-proto
+generate-proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Lint the API definitions (buf STANDARD) and regenerate their Go code.
+	cd api && buf lint && rm -rf gen && buf generate
+
+# The API must not break clients built against main: buf's FILE rules against main's
+# definitions (skipped where main has none yet).
+.PHONY: proto-breaking
+proto-breaking: $(BIN)/buf ## Fail when the API definitions break compatibility with main's.
+	@if git cat-file -e main:api/proto 2>/dev/null; then \
+		cd api && buf breaking proto --against "$(ROOT)/.git#branch=main,subdir=api/proto"; \
+	else echo "proto-breaking: main has no API definitions yet; nothing to compare"; fi
+
 .PHONY: verify
-verify: generate vet ## Regenerate everything and fail on any diff or untracked file.
+verify: generate vet proto-breaking ## Regenerate everything and fail on any diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES))" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
@@ -192,5 +211,5 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(ADDON_MANIF
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run).
 	$(MAKE) platform-down platform-up
-	rc=0; KILN_ROOT=$(ROOT) KUBECONFIG="$$($(PLATFORM) kubeconfig)" go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \
+	rc=0; KILN_ROOT=$(ROOT) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \
 		$(MAKE) platform-down; exit $$rc

@@ -32,6 +32,8 @@ type Config struct {
 	OperatorHealth   int
 	OperatorWebhook  int
 	OperatorMetrics  int
+	KilnAPIPort      int
+	KilnAPITLSPort   int
 	GPUNodes         int
 	GPUsPerNode      int
 	SpotNodes        int
@@ -87,6 +89,8 @@ func DefaultConfig(root string) Config {
 		OperatorHealth:   18084,
 		OperatorWebhook:  19445,
 		OperatorMetrics:  18085,
+		KilnAPIPort:      18090,
+		KilnAPITLSPort:   18443,
 		GPUNodes:         4,
 		GPUsPerNode:      8,
 		SpotNodes:        2,

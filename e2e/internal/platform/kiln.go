@@ -90,7 +90,7 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 		return fmt.Errorf("installing the runtime catalog: %w", err)
 	}
 	p.logf("kiln: CRDs, operator and %d ClusterTrainingRuntimes installed", len(objs))
-	return nil
+	return p.apiServerUp(ctx, cs)
 }
 
 // operatorWebhooks registers the operator's TrainJob webhooks at its local address.

@@ -269,7 +269,7 @@ func httpOK(ctx context.Context, url string) bool {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	for _, proc := range append([]Process{p.OperatorProcess(), p.UpstreamProcess()}, p.addonProcesses()...) {
+	for _, proc := range append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.addonProcesses()...) {
 		if _, running := proc.Running(); running {
 			p.logf("stopping %s", proc.Name)
 		}
@@ -312,7 +312,11 @@ func (p *Platform) Status(ctx context.Context) bool {
 		pid, running := proc.Running()
 		report(c.name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
-	for _, proc := range append(p.addonProcesses(), p.TrainerProcess()) {
+	procs := append(p.addonProcesses(), p.TrainerProcess())
+	if p.Trainer == TrainerKiln {
+		procs = append(procs, p.APIServerProcess())
+	}
+	for _, proc := range procs {
 		pid, running := proc.Running()
 		report(proc.Name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
@@ -335,6 +339,8 @@ func (p *Platform) NextSteps() string {
 		"  kubectl get nodes -L nvidia.com/gpu.product,cloud.google.com/gke-spot",
 		"  kubectl get clusterqueues,localqueues -A",
 		"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello",
+		"Kiln's API server is at " + p.KilnAPIURL() + " (h2c: " + fmt.Sprintf("http://127.0.0.1:%d", p.KilnAPIPort) + "), for user " + DemoUser + " in namespace " + DemoNamespace + ":",
+		"  export KILN_CONFIG=" + p.ClientConfigFile(),
 		"Stop everything with: make down",
 	}, "\n")
 }

@@ -1,0 +1,164 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	"github.com/kiln-ml/kiln/api/clientconfig"
+)
+
+// The API server's identity and the demo user `make up` creates.
+const (
+	APIServerNamespace      = "kiln-system"
+	APIServerServiceAccount = "kiln-apiserver"
+	DemoUser                = "kiln-demo"
+	// DemoNamespace is where the demo user may run jobs.
+	DemoNamespace = DefaultNamespace
+	// ClientContext is the name of the local platform's context in the client config.
+	ClientContext = "local"
+	// tokenLifetime of the tokens the harness issues (the local platform lives for days
+	// at most).
+	tokenLifetime = 30 * 24 * 60 * 60
+)
+
+// APIServerProcess is Kiln's API server, run from bin/ as its own ServiceAccount.
+func (p *Platform) APIServerProcess() Process {
+	return Process{
+		Name: "kiln-apiserver",
+		Path: p.Bin("kiln-apiserver"),
+		Args: []string{
+			"--kubeconfig=" + p.apiServerKubeconfig(),
+			fmt.Sprintf("--listen-address=127.0.0.1:%d", p.KilnAPIPort),
+			fmt.Sprintf("--tls-listen-address=127.0.0.1:%d", p.KilnAPITLSPort),
+			"--tls-cert-file=" + filepath.Join(p.PKI().ServingDir(), "tls.crt"),
+			"--tls-key-file=" + filepath.Join(p.PKI().ServingDir(), "tls.key"),
+		},
+		RunDir:  p.RunDir(),
+		LogsDir: p.LogsDir(),
+	}
+}
+
+func (c Config) apiServerKubeconfig() string {
+	return filepath.Join(c.ConfigDir(), "kiln-apiserver.kubeconfig")
+}
+
+// ClientConfigFile is the Kiln client configuration `make up` writes: the API server's
+// URL, its CA and the demo user's token.
+func (c Config) ClientConfigFile() string { return filepath.Join(c.StateDir, "kiln", "config.yaml") }
+
+// KilnAPIURL is the API server's HTTPS URL.
+func (c Config) KilnAPIURL() string { return fmt.Sprintf("https://127.0.0.1:%d", c.KilnAPITLSPort) }
+
+// apiServerUp installs the API server's RBAC, starts it as its ServiceAccount, and gives
+// the demo user a namespace to train in and a client configuration.
+func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
+	var rbac []*unstructured.Unstructured
+	for _, f := range []string{"apiserver.yaml", "users.yaml"} {
+		objs, err := ReadManifests(filepath.Join(p.Root, "apiserver", "config", "rbac", f))
+		if err != nil {
+			return err
+		}
+		rbac = append(rbac, objs...)
+	}
+	rbac = append(rbac,
+		object("v1", "Namespace", "", APIServerNamespace, nil),
+		object("v1", "ServiceAccount", APIServerNamespace, APIServerServiceAccount, nil),
+		binding("ClusterRoleBinding", "", APIServerServiceAccount, "kiln-apiserver", APIServerNamespace, APIServerServiceAccount),
+		object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
+		binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
+		binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
+	)
+	if err := cs.apply(ctx, rbac...); err != nil {
+		return fmt.Errorf("installing the API server's RBAC: %w", err)
+	}
+	kc, err := kubernetes.NewForConfig(cs.config)
+	if err != nil {
+		return err
+	}
+	serverToken, err := token(ctx, kc, APIServerNamespace, APIServerServiceAccount)
+	if err != nil {
+		return err
+	}
+	if err := p.writeAPIServerKubeconfig(cs, serverToken); err != nil {
+		return err
+	}
+	if err := p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort)); err != nil {
+		return err
+	}
+	demoToken, err := token(ctx, kc, DemoNamespace, DemoUser)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientconfig.Load(p.ClientConfigFile())
+	if err != nil {
+		return err
+	}
+	cfg.SetContext(clientconfig.Context{
+		Name: ClientContext, Server: p.KilnAPIURL(), CertificateAuthority: p.PKI().CAFile(), Token: demoToken, Namespace: DemoNamespace,
+	})
+	cfg.CurrentContext = ClientContext
+	if err := cfg.Save(p.ClientConfigFile()); err != nil {
+		return err
+	}
+	p.logf("kiln-apiserver: %s (h2c http://127.0.0.1:%d), as ServiceAccount %s/%s; user %s in namespace %s (client config %s)",
+		p.KilnAPIURL(), p.KilnAPIPort, APIServerNamespace, APIServerServiceAccount, DemoUser, DemoNamespace, p.ClientConfigFile())
+	return nil
+}
+
+// token issues a ServiceAccount token (TokenRequest).
+func token(ctx context.Context, kc kubernetes.Interface, namespace, sa string) (string, error) {
+	tr, err := kc.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("issuing a token for ServiceAccount %s/%s: %w", namespace, sa, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// writeAPIServerKubeconfig writes a kubeconfig that reaches the cluster as the API
+// server's ServiceAccount.
+func (p *Platform) writeAPIServerKubeconfig(cs *clientSet, token string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kiln"] = &clientcmdapi.Cluster{Server: cs.config.Host, CertificateAuthorityData: cs.config.CAData}
+	kc.AuthInfos[APIServerServiceAccount] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["kiln"] = &clientcmdapi.Context{Cluster: "kiln", AuthInfo: APIServerServiceAccount}
+	kc.CurrentContext = "kiln"
+	if err := os.MkdirAll(p.ConfigDir(), 0o755); err != nil {
+		return err
+	}
+	if err := clientcmd.WriteToFile(*kc, p.apiServerKubeconfig()); err != nil {
+		return fmt.Errorf("writing the API server's kubeconfig: %w", err)
+	}
+	return nil
+}
+
+func object(apiVersion, kind, namespace, name string, extra map[string]any) *unstructured.Unstructured {
+	md := map[string]any{"name": name}
+	if namespace != "" {
+		md["namespace"] = namespace
+	}
+	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}
+	for k, v := range extra {
+		obj[k] = v
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// binding binds a ClusterRole to a ServiceAccount, cluster-wide or in a namespace.
+func binding(kind, namespace, name, clusterRole, saNamespace, sa string) *unstructured.Unstructured {
+	return object("rbac.authorization.k8s.io/v1", kind, namespace, name, map[string]any{
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": clusterRole},
+		"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": saNamespace, "name": sa}},
+	})
+}
