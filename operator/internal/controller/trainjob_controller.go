@@ -105,6 +105,12 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	if !finished(&tj.Status) {
 		evs, applyErr = r.reconcileJobSet(ctx, tj, js)
 	}
+	if js != nil && !metav1.IsControlledBy(js, tj) {
+		// Another TrainJob's JobSet, typically that of a deleted TrainJob of the same name
+		// that the garbage collector has not removed yet: nothing of it is this job's. Its
+		// deletion requeues this job, which then creates its own.
+		js = nil
+	}
 	st := observe(tj, js)
 	if errors.Is(applyErr, errRuntimeNotFound) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{

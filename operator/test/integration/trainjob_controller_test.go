@@ -251,3 +251,39 @@ var _ = Describe("TrainJob controller", func() {
 		}).Should(Succeed())
 	})
 })
+
+var _ = Describe("A TrainJob re-created under the name of a deleted one", func() {
+	It("never takes the old JobSet's status, and gets its own once the old one is gone", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		old := newTrainJob(ns, "again", "torch")
+		Expect(k8s.Create(ctx, old)).To(Succeed())
+		Eventually(func(g Gomega) { jobSetOf(ctx, g, old) }).Should(Succeed())
+		setJobSetCondition(ctx, old, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
+		Eventually(func(g Gomega) {
+			g.Expect(condition(ctx, g, old, trainer.TrainJobComplete)).NotTo(BeNil())
+		}).Should(Succeed())
+		// envtest runs no garbage collector: the old JobSet outlives its TrainJob, as it
+		// does for a moment in a cluster.
+		Expect(k8s.Delete(ctx, old)).To(Succeed())
+
+		again := newTrainJob(ns, "again", "torch")
+		Expect(k8s.Create(ctx, again)).To(Succeed())
+		Consistently(func(g Gomega) {
+			got := &trainer.TrainJob{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(again), got)).To(Succeed())
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComplete)).To(BeNil(), "the old job's completion")
+			g.Expect(got.Status.CompletionTime).To(BeNil())
+		}, 2*time.Second).Should(Succeed())
+
+		// What the garbage collector would delete: the old job's JobSet and runtime snapshot.
+		oldJS := &jobsetv1alpha2.JobSet{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(again), oldJS)).To(Succeed())
+		Expect(k8s.Delete(ctx, oldJS)).To(Succeed())
+		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("again")}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			js := jobSetOf(ctx, g, again)
+			g.Expect(metav1.IsControlledBy(js, again)).To(BeTrue())
+		}).Should(Succeed())
+	})
+})
