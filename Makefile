@@ -116,6 +116,11 @@ bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(B
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench $(BENCH_FLAGS)
 
+.PHONY: bench-api
+bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Kiln's API server against direct Kubernetes calls (latency, requests/s, memory); writes docs/benchmarks-api.md (about 4 min).
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite api $(BENCH_FLAGS)
+
 ##@ Tools (built once from tools/*/go.mod; rebuilt when a pin changes)
 
 .PHONY: tools

@@ -61,7 +61,7 @@ func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *
 
 func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *convert.Workload {
 	list := kube.NewList(kube.WorkloadGVK)
-	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobUID: string(tj.UID)}); err != nil {
+	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobUID: string(tj.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's workload", "trainJob", klog.KObj(tj), "err", err)
 		return nil
 	}
@@ -79,7 +79,7 @@ func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *convert.Wor
 func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.QueuePosition {
 	clusterQueueOf := map[string]string{}
 	lqs := kube.NewList(kube.LocalQueueGVK)
-	if err := v.kube.Cache.List(ctx, lqs); err != nil {
+	if err := v.kube.Cache.List(ctx, lqs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	for _, lq := range lqs.Items {
@@ -90,7 +90,7 @@ func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.Queu
 	var pending []*convert.Workload
 	if wl.Pending() {
 		all := kube.NewList(kube.WorkloadGVK)
-		if err := v.kube.Cache.List(ctx, all); err != nil {
+		if err := v.kube.Cache.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		for i := range all.Items {
@@ -105,7 +105,7 @@ func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.Queu
 
 func (v *views) pods(ctx context.Context, tj *trainer.TrainJob) []corev1.Pod {
 	list := &corev1.PodList{}
-	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobSetName: tj.Name}); err != nil {
+	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobSetName: tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's pods", "trainJob", klog.KObj(tj), "err", err)
 		return []corev1.Pod{}
 	}

@@ -31,7 +31,13 @@ func main() {
 
 func run() error {
 	root := flag.String("root", "", "repository root (default: the nearest directory with go.work)")
+	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), or all")
 	o := bench.DefaultOptions("")
+	ao := bench.DefaultAPIOptions("")
+	flag.IntVar(&ao.Runs, "api-runs", ao.Runs, "runs of the API suite")
+	flag.IntVar(&ao.Creates, "api-creates", ao.Creates, "TrainJobs each path creates in the API suite")
+	flag.IntVar(&ao.Concurrency, "api-concurrency", ao.Concurrency, "concurrent callers of the API suite's Get and List loads")
+	flag.DurationVar(&ao.Duration, "api-duration", ao.Duration, "how long each Get and List load lasts")
 	trainers := flag.String("trainers", "kiln,upstream", "controllers to measure, in order: kiln, upstream")
 	flag.IntVar(&o.Runs, "runs", o.Runs, "runs per controller; each figure reports min/median/max over them")
 	flag.IntVar(&o.Jobs, "jobs", o.Jobs, "TrainJobs for the throughput, deadline and TTL figures")
@@ -50,9 +56,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	o.Root = dir
+	o.Root, ao.Root = dir, dir
 	if o.Report == "" {
 		o.Report = filepath.Join(dir, "docs", "benchmarks.md")
+	}
+	ao.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-api.md")
+	if *suite != "all" && *suite != "controllers" && *suite != "api" {
+		return fmt.Errorf("--suite=%q: want controllers, api or all", *suite)
 	}
 	o.Trainers = nil
 	for _, t := range strings.Split(*trainers, ",") {
@@ -75,9 +85,17 @@ func run() error {
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench.Run(ctx, o); err != nil {
-		return err
+	if *suite != "api" {
+		if err := bench.Run(ctx, o); err != nil {
+			return err
+		}
+		fmt.Println("report:", o.Report)
 	}
-	fmt.Println("report:", o.Report)
+	if *suite != "controllers" {
+		if err := bench.RunAPI(ctx, ao); err != nil {
+			return err
+		}
+		fmt.Println("report:", ao.Report)
+	}
 	return nil
 }

@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/api/clientconfig"
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+// APIOptions shape the API server benchmark: the same user doing the same things through
+// Kiln's API server and directly against Kubernetes, on one fresh local platform per run.
+type APIOptions struct {
+	Root string
+	Runs int
+	// Creates is how many TrainJobs each path creates, one after the other (latency).
+	Creates int
+	// Concurrency is how many callers load Get and List at once, for Duration each.
+	Concurrency int
+	Duration    time.Duration
+	Report      string
+	Out         io.Writer
+}
+
+// DefaultAPIOptions are what `make bench` runs.
+func DefaultAPIOptions(root string) APIOptions {
+	return APIOptions{Root: root, Runs: 3, Creates: 200, Concurrency: 32, Duration: 10 * time.Second, Report: apiReportPath(root), Out: os.Stdout}
+}
+
+func apiReportPath(root string) string {
+	if root == "" {
+		return ""
+	}
+	return filepath.Join(root, "docs", "benchmarks-api.md")
+}
+
+// apiResult is one run's figures.
+type apiResult struct {
+	createAPI, createDirect []time.Duration
+	getAPI, getDirect       load
+	listAPI, listDirect     load
+	idleRSS, loadedRSS      int64
+	peakRSS                 int64
+	jobs                    int
+}
+
+// load is what a fixed-duration load achieved.
+type load struct {
+	ok, failed int64
+	took       time.Duration
+	latencies  []time.Duration
+}
+
+func (l load) rate() float64 { return float64(l.ok) / l.took.Seconds() }
+
+// RunAPI runs the API server benchmark and writes its report.
+func RunAPI(ctx context.Context, o APIOptions) error {
+	started := time.Now()
+	var results []*apiResult
+	for run := 1; run <= o.Runs; run++ {
+		res, err := apiRunOnce(ctx, o, run)
+		if err != nil {
+			return fmt.Errorf("API run %d: %w", run, err)
+		}
+		results = append(results, res)
+	}
+	return writeAPIReport(o, results, started, time.Since(started))
+}
+
+func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) {
+	cfg := platform.DefaultConfig(o.Root)
+	logs := filepath.Join(cfg.StateDir, "..", "bench")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	plog, err := os.Create(filepath.Join(logs, fmt.Sprintf("platform-api-%d.log", run)))
+	if err != nil {
+		return nil, err
+	}
+	defer plog.Close()
+	p := &platform.Platform{Config: cfg, Out: plog}
+	fmt.Fprintf(o.Out, "API run %d/%d on a fresh platform\n", run, o.Runs)
+	if err := p.Down(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.Up(ctx); err != nil {
+		return nil, fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err)
+	}
+	defer func() { _ = p.Down(context.WithoutCancel(ctx)) }()
+
+	kcfg, err := clientconfig.Load(p.ClientConfigFile())
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kcfg.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	hc, err := kc.AuthenticatedClient()
+	if err != nil {
+		return nil, err
+	}
+	api := kilnv1connect.NewTrainJobServiceClient(hc, kc.Server)
+	direct, err := directClient(p, kc.Token)
+	if err != nil {
+		return nil, err
+	}
+	pid, ok := p.APIServerProcess().Running()
+	if !ok {
+		return nil, fmt.Errorf("kiln-apiserver is not running")
+	}
+	res := &apiResult{}
+	idle, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.idleRSS = idle.rss
+	ns := kc.Namespace
+
+	// Create: the two paths take turns, so that neither gets a quieter machine.
+	const warmup = 10
+	for i := range o.Creates + warmup {
+		d, err := timed(func() error { return direct.Create(ctx, benchAPIJob(ns, fmt.Sprintf("direct-%d", i))) })
+		if err != nil {
+			return nil, fmt.Errorf("creating directly: %w", err)
+		}
+		a, err := timed(func() error {
+			_, err := api.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{Namespace: ns, Source: &kilnv1.CreateTrainJobRequest_TrainJob{
+				TrainJob: &kilnv1.NewTrainJob{Name: fmt.Sprintf("api-%d", i), Spec: &kilnv1.TrainJobSpec{Runtime: "torch-distributed", Suspend: true, Nodes: 2}},
+			}}))
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating through the API: %w", err)
+		}
+		if i >= warmup {
+			res.createDirect, res.createAPI = append(res.createDirect, d), append(res.createAPI, a)
+		}
+	}
+	res.jobs = 2 * (o.Creates + warmup)
+	fmt.Fprintf(o.Out, "  create p99: API %s, direct %s\n", percentile(res.createAPI, 99), percentile(res.createDirect, 99))
+
+	names := make([]string, 0, res.jobs)
+	for i := range o.Creates + warmup {
+		names = append(names, fmt.Sprintf("api-%d", i), fmt.Sprintf("direct-%d", i))
+	}
+	var next atomic.Int64
+	name := func() string { return names[int(next.Add(1))%len(names)] }
+	res.getAPI = hammer(ctx, o, func(ctx context.Context) error {
+		_, err := api.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: ns, Name: name()}))
+		return err
+	})
+	res.getDirect = hammer(ctx, o, func(ctx context.Context) error {
+		return direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: name()}, &trainer.TrainJob{})
+	})
+	res.listAPI = hammer(ctx, o, func(ctx context.Context) error {
+		_, err := api.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns, PageSize: 100}))
+		return err
+	})
+	res.listDirect = hammer(ctx, o, func(ctx context.Context) error {
+		return direct.List(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), client.Limit(100))
+	})
+	fmt.Fprintf(o.Out, "  get: API %.0f/s, direct %.0f/s; list: API %.0f/s, direct %.0f/s\n",
+		res.getAPI.rate(), res.getDirect.rate(), res.listAPI.rate(), res.listDirect.rate())
+	loaded, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
+	return res, nil
+}
+
+func benchAPIJob(ns, name string) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2)},
+			Suspend:    ptr.To(true),
+		},
+	}
+}
+
+// directClient reaches Kubernetes itself as the user the API server's client config names
+// (the same token), so both paths are the same caller with the same RBAC.
+func directClient(p *platform.Platform, token string) (client.Client, error) {
+	admin, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &rest.Config{Host: admin.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData}, QPS: 5000, Burst: 10000}
+	scheme := runtime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+// hammer runs call from o.Concurrency callers for o.Duration.
+func hammer(ctx context.Context, o APIOptions, call func(context.Context) error) load {
+	ctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		out      load
+		ok, fail atomic.Int64
+	)
+	start := time.Now()
+	for range o.Concurrency {
+		wg.Go(func() {
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				d, err := timed(func() error { return call(ctx) })
+				switch {
+				case ctx.Err() != nil:
+				case err != nil:
+					fail.Add(1)
+				default:
+					ok.Add(1)
+					mine = append(mine, d)
+				}
+			}
+			mu.Lock()
+			out.latencies = append(out.latencies, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	out.ok, out.failed, out.took = ok.Load(), fail.Load(), time.Since(start)
+	return out
+}
+
+func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took time.Duration) error {
+	type row struct {
+		name      string
+		api, dir  func(*apiResult) float64
+		unit      string
+		decimals  int
+		compareAs string // "ratio" or "overhead"
+	}
+	ms := func(ds []time.Duration, p float64) float64 { return percentile(ds, p).Seconds() * 1000 }
+	rows := []row{
+		{"Create, p50", func(r *apiResult) float64 { return ms(r.createAPI, 50) }, func(r *apiResult) float64 { return ms(r.createDirect, 50) }, " ms", 1, "overhead"},
+		{"Create, p99", func(r *apiResult) float64 { return ms(r.createAPI, 99) }, func(r *apiResult) float64 { return ms(r.createDirect, 99) }, " ms", 1, "overhead"},
+		{fmt.Sprintf("Get, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.getAPI.rate() }, func(r *apiResult) float64 { return r.getDirect.rate() }, "", 0, "ratio"},
+		{"Get, p99 under that load", func(r *apiResult) float64 { return ms(r.getAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.getDirect.latencies, 99) }, " ms", 1, "ratio"},
+		{fmt.Sprintf("List 100 jobs, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.listAPI.rate() }, func(r *apiResult) float64 { return r.listDirect.rate() }, "", 0, "ratio"},
+		{"List, p99 under that load", func(r *apiResult) float64 { return ms(r.listAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.listDirect.latencies, 99) }, " ms", 1, "ratio"},
+	}
+	spreadF := func(f func(*apiResult) float64) spread {
+		vs := make([]float64, 0, len(results))
+		for _, r := range results {
+			vs = append(vs, f(r))
+		}
+		slices.Sort(vs)
+		s := spread{min: vs[0], max: vs[len(vs)-1], n: len(vs), median: vs[len(vs)/2]}
+		if len(vs)%2 == 0 {
+			s.median = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+		}
+		return s
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Kiln API server benchmark\n\n")
+	fmt.Fprintf(&b, "Written by `make bench` (`kiln-bench --suite api`) on %s, in %s; %s.\n\n", started.UTC().Format("2006-01-02"), took.Round(time.Second), machine())
+	fmt.Fprintf(&b, "One user (the local platform's `kiln-demo` ServiceAccount token) does the same things through Kiln's API server "+
+		"(Connect protocol over HTTPS, HTTP/2) and directly against kube-apiserver (client-go, same token, same RBAC), on a fresh "+
+		"local platform per run. Creates: %d per path per run, one at a time, the paths taking turns (after 10 warm-up creates). "+
+		"Get and List: %d concurrent callers for %s per path, over the %d suspended TrainJobs the creates left. "+
+		"Figures are the median of %d runs, with min–max.\n\n", o.Creates, o.Concurrency, o.Duration, results[0].jobs, len(results))
+	fmt.Fprintf(&b, "| figure | through the API server | direct to Kubernetes | API / direct |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		a, d := spreadF(r.api), spreadF(r.dir)
+		cmp := ratio(a, d)
+		if r.compareAs == "overhead" {
+			cmp = fmt.Sprintf("+%.1f ms", a.median-d.median)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.name, a.String(r.unit, r.decimals), d.String(r.unit, r.decimals), cmp)
+	}
+	mib := func(f func(*apiResult) int64) spread {
+		return spreadF(func(r *apiResult) float64 { return float64(f(r)) / (1 << 20) })
+	}
+	fmt.Fprintf(&b, "\nkiln-apiserver memory (RSS): %s idle after start, %s after the load, peak %s.\n",
+		mib(func(r *apiResult) int64 { return r.idleRSS }).String(" MiB", 0),
+		mib(func(r *apiResult) int64 { return r.loadedRSS }).String(" MiB", 0),
+		mib(func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
+	var failed int64
+	for _, r := range results {
+		failed += r.getAPI.failed + r.getDirect.failed + r.listAPI.failed + r.listDirect.failed
+	}
+	fmt.Fprintf(&b, "Failed calls during the loads: %d.\n", failed)
+	fmt.Fprintf(&b, "\nEvery process shares the machine's cores: the load generator, the API server, kube-apiserver and etcd. "+
+		"Gets and lists through the API server are answered from its informer cache after a SubjectAccessReview "+
+		"(cached 10 s per caller and verb), and include the job's one truthful state; direct ones are kube-apiserver's.\n")
+	if err := os.MkdirAll(filepath.Dir(o.Report), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(o.Report, []byte(b.String()), 0o644)
+}
