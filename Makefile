@@ -41,9 +41,10 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-hea
 PLATFORM := $(BIN)/kiln-platform
 OPERATOR := $(BIN)/kiln-operator
 APISERVER := $(BIN)/kiln-apiserver
+KILN := $(BIN)/kiln
 # Go sources a binary depends on (module sources are few; find is cheap).
 go_sources = $(shell find $(1) -name '*.go' -not -name '*_test.go') $(wildcard $(addsuffix /go.mod,$(1)) $(addsuffix /go.sum,$(1)))
-GO_MODULES := api runtimes operator apiserver e2e
+GO_MODULES := api runtimes operator apiserver cli e2e
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
@@ -66,7 +67,7 @@ down: platform-down ## Stop every process `make up` started.
 ##@ Local platform
 
 .PHONY: platform-up cluster-up
-platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
+platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
 	$(PLATFORM) up
 
 .PHONY: platform-down cluster-down
@@ -85,6 +86,14 @@ $(OPERATOR): $(call go_sources,operator api runtimes) go.work
 
 $(APISERVER): $(call go_sources,apiserver api) go.work
 	go build -ldflags "-X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $@ ./apiserver/cmd/kiln-apiserver
+
+# The CLI, also installed as the kubectl plugin `kubectl kiln`.
+$(KILN): $(call go_sources,cli api) go.work
+	go build -ldflags "-X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $@ ./cli/cmd/kiln
+	ln -sf kiln $(BIN)/kubectl-kiln
+
+.PHONY: cli
+cli: $(KILN) ## Build the kiln CLI into bin/kiln (and bin/kubectl-kiln, the kubectl plugin).
 
 $(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
@@ -173,6 +182,7 @@ vet: ## Run go vet over every module.
 generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated artifact.
 	cd api && controller-gen object paths=./trainer/... \
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
+	go run ./cli/cmd/kiln-docs docs/cli.md
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \
@@ -210,7 +220,7 @@ test-unit: ## Unit tests (no cluster).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: test-integration
-test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(ADDON_MANIFESTS) ## envtest integration tests (kube-apiserver + etcd from bin/).
+test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
 .PHONY: test-e2e

@@ -1,0 +1,72 @@
+// Package get is `kiln get`: one job, as a table row, JSON or YAML.
+package get
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/cli/internal/printer"
+)
+
+// Options are what `kiln get` was asked.
+type Options struct {
+	Factory *factory.Factory
+	Name    string
+	Output  string
+}
+
+// NewCmdGet returns the command; runF replaces its run in tests.
+func NewCmdGet(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show a training job",
+		Long: `Show a training job: a table row, or with -o json/yaml the whole kiln.v1.TrainJob (spec, state,
+timers, steps, conditions) with the API's field names; -o manifest prints the Kubernetes TrainJob.`,
+		Example: `  kiln get mnist
+  kiln get mnist -o json | jq .status.state
+  kiln get mnist -o manifest > mnist.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "wide, json, yaml or manifest")
+	return cmd
+}
+
+func run(ctx context.Context, o *Options) error {
+	switch o.Output {
+	case "", "wide", "json", "yaml", "manifest":
+	default:
+		return factory.Usagef("--output %q: want wide, json, yaml or manifest", o.Output)
+	}
+	c, err := o.Factory.Clients()
+	if err != nil {
+		return err
+	}
+	res, err := c.Jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: c.Namespace, Name: o.Name, IncludeManifest: o.Output == "manifest"}))
+	if err != nil {
+		return err
+	}
+	io, j := o.Factory.IO, res.Msg.GetTrainJob()
+	switch o.Output {
+	case "json":
+		return printer.JSON(io.Out, j)
+	case "yaml":
+		return printer.YAML(io.Out, j)
+	case "manifest":
+		_, err := fmt.Fprint(io.Out, res.Msg.GetManifest())
+		return err
+	}
+	return printer.JobTable(io, o.Factory.Now(), []*kilnv1.TrainJob{j}, false, o.Output == "wide").Render(io.Out)
+}

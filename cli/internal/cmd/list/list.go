@@ -1,0 +1,110 @@
+// Package list is `kiln list`: the jobs of a namespace, or of every namespace.
+package list
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/cli/internal/printer"
+)
+
+// Options are what `kiln list` was asked.
+type Options struct {
+	Factory       *factory.Factory
+	AllNamespaces bool
+	Selector      string
+	States        []string
+	Output        string
+}
+
+// pageSize is how many jobs each call fetches; `kiln list` shows them all.
+const pageSize = 500
+
+// NewCmdList returns the command; runF replaces its run in tests.
+func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List training jobs",
+		Long: `List the training jobs of the namespace (or all namespaces with -A): NAME, RUNTIME, QUEUE,
+STATE, NODES, AGE. On a terminal the columns are aligned under a header; in a pipe each job is one
+tab-separated line with no header, never truncated. -o json prints {"train_jobs": [...]} with the
+API's field names.`,
+		Example: `  kiln list
+  kiln list -A --state Running,Queued
+  kiln list -l team=nlp -o wide
+  kiln list -o json | jq -r '.train_jobs[].name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list the jobs of every namespace you may list")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector, e.g. team=nlp,stage!=dev")
+	cmd.Flags().StringSliceVar(&o.States, "state", nil, "only jobs in these states: Queued, Suspended, Running, Complete, Failed")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "wide, json or yaml")
+	return cmd
+}
+
+func run(ctx context.Context, o *Options) error {
+	if o.Output != "" && o.Output != "wide" && o.Output != "json" && o.Output != "yaml" {
+		return factory.Usagef("--output %q: want wide, json or yaml", o.Output)
+	}
+	var states []kilnv1.State
+	for _, s := range o.States {
+		st, err := printer.ParseState(strings.TrimSpace(s))
+		if err != nil {
+			return factory.Usagef("--state: %v", err)
+		}
+		states = append(states, st)
+	}
+	c, err := o.Factory.Clients()
+	if err != nil {
+		return err
+	}
+	req := &kilnv1.ListTrainJobsRequest{LabelSelector: o.Selector, States: states, PageSize: pageSize}
+	if o.AllNamespaces {
+		req.AllNamespaces = true
+	} else {
+		req.Namespace = c.Namespace
+	}
+	all := &kilnv1.ListTrainJobsResponse{}
+	for {
+		res, err := c.Jobs.ListTrainJobs(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		all.TrainJobs = append(all.TrainJobs, res.Msg.GetTrainJobs()...)
+		if req.PageToken = res.Msg.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	io := o.Factory.IO
+	switch o.Output {
+	case "json":
+		return printer.JSON(io.Out, all)
+	case "yaml":
+		return printer.YAML(io.Out, all)
+	}
+	if len(all.TrainJobs) == 0 {
+		if io.IsTTY() {
+			where := "in namespace " + c.Namespace
+			if o.AllNamespaces {
+				where = "in any namespace you may list"
+			}
+			fmt.Fprintf(io.ErrOut, "No training jobs %s.\n", where)
+		}
+		return nil
+	}
+	return printer.JobTable(io, o.Factory.Now(), all.TrainJobs, o.AllNamespaces, o.Output == "wide").Render(io.Out)
+}

@@ -1,0 +1,97 @@
+// Package wait is `kiln wait`: block until a job reaches a state; the exit code says how it
+// ended.
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/cli/internal/jobs"
+	"github.com/kiln-ml/kiln/cli/internal/printer"
+)
+
+// Options are what `kiln wait` was asked.
+type Options struct {
+	Factory *factory.Factory
+	Name    string
+	For     string
+	Timeout time.Duration
+}
+
+// NewCmdWait returns the command; runF replaces its run in tests.
+func NewCmdWait(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "wait NAME --for STATE",
+		Short: "Wait until a training job reaches a state",
+		Long: `Wait until a job reaches a state (Complete, Failed, Running, Queued or Suspended), showing its
+progress on a terminal.
+
+Exit codes: 0 the job reached the state; 3 it failed instead; 4 --timeout passed; 1 it can no longer
+reach the state (it completed, or was deleted).`,
+		Example: `  kiln wait mnist --for Complete --timeout 1h && echo trained
+  kiln wait mnist --for Running`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.For, "for", "Complete", "state to wait for: Complete, Failed, Running, Queued or Suspended")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (exit 4); 0 waits forever")
+	return cmd
+}
+
+func run(ctx context.Context, o *Options) error {
+	want, err := printer.ParseState(o.For)
+	if err != nil {
+		return factory.Usagef("--for: %v", err)
+	}
+	c, err := o.Factory.Clients()
+	if err != nil {
+		return err
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	io := o.Factory.IO
+	progress := &jobs.Progress{IO: io, Now: o.Factory.Now}
+	j, err := jobs.Wait(ctx, c.Jobs, c.Namespace, o.Name, func(j *kilnv1.TrainJob) bool {
+		return j.GetStatus().GetState() == want || jobs.Finished(j)
+	}, progress.Show)
+	progress.Done()
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded:
+		return &factory.ExitErr{Code: factory.ExitTimeout, Err: fmt.Errorf("timed out after %s waiting for %s to be %s", o.Timeout, o.Name, printer.StateName(want))}
+	case errors.Is(err, jobs.ErrDeleted):
+		return fmt.Errorf("trainjob %s/%s was deleted before it was %s", c.Namespace, o.Name, printer.StateName(want))
+	case err != nil:
+		return err
+	}
+	got := j.GetStatus().GetState()
+	line := fmt.Sprintf("trainjob %s/%s %s", j.GetNamespace(), j.GetName(), printer.StateName(got))
+	if r := j.GetStatus().GetReason(); r != "" {
+		line += " (" + r + ")"
+	}
+	switch {
+	case got == want:
+		fmt.Fprintln(io.Out, line)
+		return nil
+	case got == kilnv1.State_STATE_FAILED:
+		fmt.Fprintf(io.ErrOut, "%s: %s\n", line, j.GetStatus().GetMessage())
+		return &factory.ExitErr{Code: factory.ExitFailed}
+	}
+	return fmt.Errorf("%s: it will never be %s", line, printer.StateName(want))
+}

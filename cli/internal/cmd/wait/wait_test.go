@@ -1,0 +1,59 @@
+package wait
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/cli/internal/kilntest"
+)
+
+func TestWaitExitCodes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		forState string
+		becomes  kilnv1.State
+		deleted  bool
+		timeout  time.Duration
+		wantCode int
+		wantErr  string
+	}{
+		"reaches it":              {forState: "Complete", becomes: kilnv1.State_STATE_COMPLETE, wantCode: factory.ExitOK},
+		"fails instead":           {forState: "Complete", becomes: kilnv1.State_STATE_FAILED, wantCode: factory.ExitFailed},
+		"waits for failure":       {forState: "failed", becomes: kilnv1.State_STATE_FAILED, wantCode: factory.ExitOK},
+		"completes instead":       {forState: "Failed", becomes: kilnv1.State_STATE_COMPLETE, wantCode: factory.ExitError, wantErr: "will never be Failed"},
+		"times out":               {forState: "Complete", timeout: 300 * time.Millisecond, wantCode: factory.ExitTimeout, wantErr: "timed out after 300ms"},
+		"deleted":                 {forState: "Complete", deleted: true, wantCode: factory.ExitError, wantErr: "was deleted before it was Complete"},
+		"not a state":             {forState: "Done", wantCode: factory.ExitUsage, wantErr: `unknown state "Done"`},
+		"already in it (running)": {forState: "Running", wantCode: factory.ExitOK},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := kilntest.Start(t)
+			s.Put(kilntest.Job("team", "j", kilnv1.State_STATE_RUNNING))
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				switch {
+				case tc.deleted:
+					f, _ := s.Factory(false)
+					c, _ := f.Clients()
+					_, _ = c.Jobs.DeleteTrainJob(t.Context(), connectReq("team", "j"))
+				case tc.becomes != kilnv1.State_STATE_UNSPECIFIED:
+					s.Put(kilntest.Job("team", "j", tc.becomes))
+				}
+			}()
+			f, _ := s.Factory(false)
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 10 * time.Second
+			}
+			err := run(t.Context(), &Options{Factory: f, Name: "j", For: tc.forState, Timeout: timeout})
+			if got := factory.ExitCode(err); got != tc.wantCode {
+				t.Fatalf("exit code %d (%v), want %d", got, err, tc.wantCode)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}

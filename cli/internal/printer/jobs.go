@@ -1,0 +1,62 @@
+package printer
+
+import (
+	"strconv"
+	"time"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/iostreams"
+)
+
+// JobTable prints jobs as `kiln list` and `kiln get` do: NAME, RUNTIME, QUEUE, STATE,
+// NODES, AGE, after NAMESPACE when several namespaces show, and with REASON, STARTED,
+// DEADLINE and TTL when wide.
+func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, namespaces, wide bool) *Table {
+	header := []string{"NAME", "RUNTIME", "QUEUE", "STATE", "NODES", "AGE"}
+	if namespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	if wide {
+		header = append(header, "REASON", "STARTED", "DEADLINE", "TTL")
+	}
+	t := NewTable(io, header...)
+	for _, j := range js {
+		st := j.GetStatus()
+		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), orDash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime())}
+		colors := make([]func(string) string, len(cells))
+		colors[3] = StateColor(io, st.GetState())
+		if namespaces {
+			cells = append([]string{j.GetNamespace()}, cells...)
+			colors = append([]func(string) string{nil}, colors...)
+		}
+		if wide {
+			started, deadline, ttl := "-", "-", "-"
+			if st.GetStartTime() != nil {
+				started = Age(now, st.GetStartTime().AsTime()) + " ago"
+			}
+			if st.GetDeadlineTime() != nil {
+				deadline = Until(now, st.GetDeadlineTime().AsTime())
+			}
+			if st.GetTtlDeleteTime() != nil {
+				ttl = Until(now, st.GetTtlDeleteTime().AsTime())
+			}
+			cells = append(cells, orDash(st.GetReason()), started, deadline, ttl)
+		}
+		t.ColoredRow(cells, colors)
+	}
+	return t
+}
+
+func nodes(j *kilnv1.TrainJob) string {
+	if n := j.GetSpec().GetNodes(); n > 0 {
+		return strconv.Itoa(int(n))
+	}
+	return "-"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
