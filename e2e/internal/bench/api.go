@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,6 +63,9 @@ type apiResult struct {
 	idleRSS, loadedRSS      int64
 	peakRSS                 int64
 	jobs                    int
+	// Wall times of listing every job from a shell: kiln list, kubectl get trainjobs with
+	// an empty discovery cache (cold) and with a filled one.
+	kilnList, kubectlCold, kubectlWarm []time.Duration
 }
 
 // load is what a fixed-duration load achieved.
@@ -67,6 +73,8 @@ type load struct {
 	ok, failed int64
 	took       time.Duration
 	latencies  []time.Duration
+	// firstErr is the first failure's message.
+	firstErr string
 }
 
 func (l load) rate() float64 { return float64(l.ok) / l.took.Seconds() }
@@ -185,7 +193,68 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 		return nil, err
 	}
 	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
+	if err := cliTimes(ctx, p, kc, res); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl cold %s, warm %s\n",
+		percentile(res.kilnList, 50), percentile(res.kubectlCold, 50), percentile(res.kubectlWarm, 50))
 	return res, nil
+}
+
+// cliRuns is how often each command runs; the median is reported.
+const cliRuns = 15
+
+// cliTimes times `kiln list` and `kubectl get trainjobs`, each a new process as from a
+// shell, as the same user over the same jobs, output to a pipe that is read and dropped.
+func cliTimes(ctx context.Context, p *platform.Platform, kc clientconfig.Context, res *apiResult) error {
+	admin, err := p.RESTConfig()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "kiln-bench-cli")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kcfg := clientcmdapi.NewConfig()
+	kcfg.Clusters["kiln"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	kcfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: kc.Token}
+	kcfg.Contexts["kiln"] = &clientcmdapi.Context{Cluster: "kiln", AuthInfo: "user", Namespace: kc.Namespace}
+	kcfg.CurrentContext = "kiln"
+	if err := clientcmd.WriteToFile(*kcfg, kubeconfig); err != nil {
+		return err
+	}
+	run := func(env []string, name string, args ...string) (time.Duration, error) {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		start := time.Now()
+		err := cmd.Run()
+		return time.Since(start), err
+	}
+	kiln := []string{"KILN_CONFIG=" + p.ClientConfigFile(), "NO_COLOR=1"}
+	warmCache := filepath.Join(dir, "warm")
+	for i := range cliRuns {
+		d, err := run(kiln, p.Bin("kiln"), "list")
+		if err != nil {
+			return fmt.Errorf("kiln list: %w", err)
+		}
+		res.kilnList = append(res.kilnList, d)
+		cold := []string{"KUBECONFIG=" + kubeconfig, "KUBECACHEDIR=" + filepath.Join(dir, fmt.Sprintf("cold-%d", i))}
+		if d, err = run(cold, p.Bin("kubectl"), "get", "trainjobs"); err != nil {
+			return fmt.Errorf("kubectl get trainjobs: %w", err)
+		}
+		res.kubectlCold = append(res.kubectlCold, d)
+		warm := []string{"KUBECONFIG=" + kubeconfig, "KUBECACHEDIR=" + warmCache}
+		if d, err = run(warm, p.Bin("kubectl"), "get", "trainjobs"); err != nil {
+			return fmt.Errorf("kubectl get trainjobs: %w", err)
+		}
+		if i > 0 { // the first run fills the cache
+			res.kubectlWarm = append(res.kubectlWarm, d)
+		}
+	}
+	return nil
 }
 
 func benchAPIJob(ns, name string) *trainer.TrainJob {
@@ -238,8 +307,15 @@ func hammer(ctx context.Context, o APIOptions, call func(context.Context) error)
 				d, err := timed(func() error { return call(ctx) })
 				switch {
 				case ctx.Err() != nil:
+				case err != nil && strings.Contains(err.Error(), "would exceed context deadline"):
+					// client-go's rate limiter refusing a wait past the load's end: the
+					// window closing, not a failed call.
 				case err != nil:
-					fail.Add(1)
+					if fail.Add(1) == 1 {
+						mu.Lock()
+						out.firstErr = err.Error()
+						mu.Unlock()
+					}
 				default:
 					ok.Add(1)
 					mine = append(mine, d)
@@ -269,6 +345,8 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 		{"Create, p99", func(r *apiResult) float64 { return ms(r.createAPI, 99) }, func(r *apiResult) float64 { return ms(r.createDirect, 99) }, " ms", 1, "overhead"},
 		{fmt.Sprintf("Get, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.getAPI.rate() }, func(r *apiResult) float64 { return r.getDirect.rate() }, "", 0, "ratio"},
 		{"Get, p99 under that load", func(r *apiResult) float64 { return ms(r.getAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.getDirect.latencies, 99) }, " ms", 1, "ratio"},
+		{"`kiln list` vs `kubectl get trainjobs` (cold discovery cache), whole process", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlCold, 50) }, " ms", 0, "ratio"},
+		{"`kiln list` vs `kubectl get trainjobs` (warm discovery cache)", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlWarm, 50) }, " ms", 0, "ratio"},
 		{fmt.Sprintf("List 100 jobs, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.listAPI.rate() }, func(r *apiResult) float64 { return r.listDirect.rate() }, "", 0, "ratio"},
 		{"List, p99 under that load", func(r *apiResult) float64 { return ms(r.listAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.listDirect.latencies, 99) }, " ms", 1, "ratio"},
 	}
@@ -291,7 +369,8 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 		"(Connect protocol over HTTPS, HTTP/2) and directly against kube-apiserver (client-go, same token, same RBAC), on a fresh "+
 		"local platform per run. Creates: %d per path per run, one at a time, the paths taking turns (after 10 warm-up creates). "+
 		"Get and List: %d concurrent callers for %s per path, over the %d suspended TrainJobs the creates left. "+
-		"Figures are the median of %d runs, with min–max.\n\n", o.Creates, o.Concurrency, o.Duration, results[0].jobs, len(results))
+		"The CLI rows time a whole process, from a shell, listing all %[6]d jobs (medians of %[7]d runs each). "+
+		"Figures are the median of %[5]d runs, with min–max.\n\n", o.Creates, o.Concurrency, o.Duration, results[0].jobs, len(results), results[0].jobs, cliRuns)
 	fmt.Fprintf(&b, "| figure | through the API server | direct to Kubernetes | API / direct |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		a, d := spreadF(r.api), spreadF(r.dir)
@@ -308,11 +387,26 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 		mib(func(r *apiResult) int64 { return r.idleRSS }).String(" MiB", 0),
 		mib(func(r *apiResult) int64 { return r.loadedRSS }).String(" MiB", 0),
 		mib(func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
-	var failed int64
+	failures := map[string]int64{}
+	firstErr := map[string]string{}
 	for _, r := range results {
-		failed += r.getAPI.failed + r.getDirect.failed + r.listAPI.failed + r.listDirect.failed
+		for name, l := range map[string]load{"Get through the API server": r.getAPI, "Get direct": r.getDirect, "List through the API server": r.listAPI, "List direct": r.listDirect} {
+			failures[name] += l.failed
+			if firstErr[name] == "" {
+				firstErr[name] = l.firstErr
+			}
+		}
 	}
-	fmt.Fprintf(&b, "Failed calls during the loads: %d.\n", failed)
+	var failed []string
+	for _, name := range []string{"Get through the API server", "Get direct", "List through the API server", "List direct"} {
+		if failures[name] > 0 {
+			failed = append(failed, fmt.Sprintf("%s: %d (first: %s)", name, failures[name], firstErr[name]))
+		}
+	}
+	if len(failed) == 0 {
+		failed = []string{"none"}
+	}
+	fmt.Fprintf(&b, "Failed calls during the loads: %s.\n", strings.Join(failed, "; "))
 	fmt.Fprintf(&b, "\nEvery process shares the machine's cores: the load generator, the API server, kube-apiserver and etcd. "+
 		"Gets and lists through the API server are answered from its informer cache after a SubjectAccessReview "+
 		"(cached 10 s per caller and verb), and include the job's one truthful state; direct ones are kube-apiserver's.\n")

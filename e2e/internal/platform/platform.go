@@ -341,7 +341,9 @@ func (p *Platform) NextSteps() string {
 		"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello",
 		"Kiln's API server is at " + p.KilnAPIURL() + " (h2c: " + fmt.Sprintf("http://127.0.0.1:%d", p.KilnAPIPort) + "), for user " + DemoUser + " in namespace " + DemoNamespace + ":",
 		"  export KILN_CONFIG=" + p.ClientConfigFile(),
-		"Stop everything with: make down",
+		"  kiln submit --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue default --wait -- torchrun train.py",
+		"  kiln list",
+		"Walk-through: docs/quickstart.md. Stop everything with: make down",
 	}, "\n")
 }
 

@@ -198,9 +198,9 @@ func Outcome(out, errOut io.Writer, j *kilnv1.TrainJob, err error, timeout time.
 		return err
 	}
 	st := j.GetStatus()
-	line := fmt.Sprintf("trainjob %s/%s %s", j.GetNamespace(), j.GetName(), strings.ToLower(printer.StateName(st.GetState())))
+	line := fmt.Sprintf("trainjob %s/%s %s", j.GetNamespace(), j.GetName(), printer.StateName(st.GetState()))
 	if st.GetReason() != "" {
-		line += ": " + st.GetReason()
+		line += " (" + st.GetReason() + ")"
 	}
 	if st.GetState() == kilnv1.State_STATE_FAILED {
 		if st.GetMessage() != "" {

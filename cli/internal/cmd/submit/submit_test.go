@@ -163,7 +163,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 			if got := factory.ExitCode(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d; stderr %q", got, err, tc.wantCode, io.ErrOut.(interface{ String() string }).String())
 			}
-			if tc.final == kilnv1.State_STATE_FAILED && !strings.Contains(io.ErrOut.(interface{ String() string }).String(), "failed: DeadlineExceeded: TrainJob exceeded its active deadline") {
+			if tc.final == kilnv1.State_STATE_FAILED && !strings.Contains(io.ErrOut.(interface{ String() string }).String(), "w Failed (DeadlineExceeded): TrainJob exceeded its active deadline") {
 				t.Errorf("a failure names its reason: %q", io.ErrOut.(interface{ String() string }).String())
 			}
 		})

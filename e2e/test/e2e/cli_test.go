@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// kilnCLI runs bin/kiln as the user of the local platform's client configuration; it
+// returns stdout, stderr and the exit code.
+func kilnCLI(stdin string, args ...string) (string, string, int) {
+	GinkgoHelper()
+	root := os.Getenv("KILN_ROOT")
+	if root == "" || os.Getenv("KILN_CONFIG") == "" {
+		Skip("KILN_ROOT and KILN_CONFIG are not set: not on the local platform")
+	}
+	cmd := exec.Command(filepath.Join(root, "bin", "kiln"), args...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return out.String(), errOut.String(), code
+}
+
+// slowJob is a TrainJob whose training pods run for a minute on the local platform.
+const slowJob = `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: cli-slow
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {command: [torchrun, train.py]}
+  runtimePatches:
+  - manager: e2e.kiln.dev/simulation
+    trainingRuntimeSpec:
+      template:
+        spec:
+          replicatedJobs:
+          - name: node
+            template:
+              spec:
+                template:
+                  metadata:
+                    annotations: {sim.kiln.dev/duration: 60s}
+`
+
+var _ = Describe("kiln CLI", func() {
+	It("submits a queued job, waits for it, shows its logs and its story, and deletes it", func() {
+		DeferCleanup(func() { _, _, _ = kilnCLI("", "delete", "cli-e2e") })
+		out, errOut, code := kilnCLI("", "submit", "--runtime", "torch-distributed", "--name", "cli-e2e", "--nodes", "2", "--gpus-per-node", "8",
+			"--queue", "default", "--deadline", "10m", "--ttl", "1h", "--wait", "--timeout", "3m", "--", "torchrun", "train.py")
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(Equal("trainjob default/cli-e2e created\ntrainjob default/cli-e2e Complete (AllJobsCompleted)\n"))
+
+		out, _, code = kilnCLI("", "logs", "cli-e2e")
+		Expect(code).To(Equal(0))
+		Expect(out).To(ContainSubstring("[node-0] [kiln-sim] training complete"))
+		Expect(out).To(ContainSubstring("[node-1] [kiln-sim] training complete"))
+
+		out, _, code = kilnCLI("", "describe", "cli-e2e")
+		Expect(code).To(Equal(0))
+		Expect(out).To(ContainSubstring("State:          Complete (AllJobsCompleted)"))
+		Expect(out).To(ContainSubstring("Queue:          default (ClusterQueue cluster-queue), admitted"))
+		Expect(out).To(MatchRegexp(`TTL:            deleted in (59m|1h) by TTL`))
+		Expect(out).To(MatchRegexp(`node-1   Succeeded   kwok-\S+\s+nvidia.com/gpu=8`))
+		Expect(out).To(ContainSubstring("Created JobSet cli-e2e"))
+
+		out, _, code = kilnCLI("", "list", "--state", "Complete")
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`(?m)^cli-e2e\ttorch-distributed\tdefault\tComplete\t2\t\d+s$`))
+
+		out, _, code = kilnCLI("", "delete", "cli-e2e")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("trainjob default/cli-e2e deleted\n"))
+		_, errOut, code = kilnCLI("", "get", "cli-e2e")
+		Expect(code).To(Equal(1))
+		Expect(errOut).To(ContainSubstring(`"cli-e2e" not found`))
+	})
+
+	It("fails a job at its --deadline, and kiln wait says so with exit code 3", func() {
+		DeferCleanup(func() { _, _, _ = kilnCLI("", "delete", "cli-slow") })
+		out, errOut, code := kilnCLI(slowJob, "submit", "-f", "-", "--deadline", "5s")
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(Equal("trainjob default/cli-slow created\n"))
+		_, errOut, code = kilnCLI("", "wait", "cli-slow", "--for", "Complete", "--timeout", "2m")
+		Expect(code).To(Equal(3), errOut)
+		Expect(errOut).To(Equal("trainjob default/cli-slow Failed (DeadlineExceeded): TrainJob exceeded its active deadline\n"))
+		out, _, _ = kilnCLI("", "get", "cli-slow", "-o", "wide")
+		Expect(out).To(MatchRegexp(`(?m)^cli-slow\t.*\tFailed\t.*\tDeadlineExceeded\t`))
+	})
+
+	It("runs the quickstart as written", func() {
+		root := os.Getenv("KILN_ROOT")
+		if root == "" {
+			Skip("KILN_ROOT is not set: not on the local platform")
+		}
+		data, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
+		Expect(err).NotTo(HaveOccurred())
+		var script []string
+		inBlock := false
+		for _, line := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(line, "```sh"):
+				inBlock = true
+			case strings.HasPrefix(line, "```"):
+				inBlock = false
+			case inBlock && line != "make up": // the platform is up already
+				script = append(script, line)
+			}
+		}
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "the quickstart failed:\n%s", out)
+		for _, want := range []string{
+			"You are:    system:serviceaccount:default:kiln-demo",
+			"torch-distributed\tClusterTrainingRuntime\ttorch",
+			"default\tcluster-queue\t",
+			"trainjob default/mnist created",
+			"trainjob default/mnist Complete (AllJobsCompleted)",
+			"[kiln-sim] training complete",
+			"State:          Complete (AllJobsCompleted)",
+			"trainjob default/slow Failed (DeadlineExceeded): TrainJob exceeded its active deadline",
+			"kiln wait exited with 3",
+			"State:          Failed (DeadlineExceeded)",
+			"trainjob default/mnist deleted",
+			"trainjob default/slow deleted",
+		} {
+			Expect(string(out)).To(ContainSubstring(want))
+		}
+	})
+})
