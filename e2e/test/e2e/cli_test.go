@@ -101,6 +101,16 @@ var _ = Describe("kiln CLI", func() {
 		Expect(out).To(MatchRegexp(`(?m)^cli-slow\t.*\tFailed\t.*\tDeadlineExceeded\t`))
 	})
 
+	It("is also the kubectl plugin `kubectl kiln`", func() {
+		if os.Getenv("KILN_CONFIG") == "" {
+			Skip("KILN_CONFIG is not set: not on the local platform")
+		}
+		// make puts bin/ (kubectl and kubectl-kiln) on PATH.
+		out, err := exec.Command("kubectl", "kiln", "version").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("You are:    system:serviceaccount:default:kiln-demo"))
+	})
+
 	It("runs the quickstart as written", func() {
 		root := os.Getenv("KILN_ROOT")
 		if root == "" {
