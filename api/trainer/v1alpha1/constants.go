@@ -53,14 +53,3 @@ const (
 	NodeName     = "node"
 	LauncherName = "launcher"
 )
-
-// Kueue's labels, which Kiln reads and sets on TrainJobs (Kueue's own API is not imported:
-// its module requires k8s.io/kubernetes).
-const (
-	// KueueQueueNameLabel names the LocalQueue a job waits in.
-	KueueQueueNameLabel = "kueue.x-k8s.io/queue-name"
-	// KueuePriorityClassLabel names the job's WorkloadPriorityClass.
-	KueuePriorityClassLabel = "kueue.x-k8s.io/priority-class"
-	// KueueJobUIDLabel marks a Workload with the UID of the job it stands for.
-	KueueJobUIDLabel = "kueue.x-k8s.io/job-uid"
-)

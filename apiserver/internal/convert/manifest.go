@@ -1,11 +1,12 @@
 package convert
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -62,28 +63,19 @@ func ParseManifest(manifest string, path *field.Path) (*trainer.TrainJob, field.
 	return tj, nil
 }
 
-// countDocuments counts the non-empty YAML documents of s.
+// countDocuments counts the YAML documents of s that hold something besides comments.
 func countDocuments(s string) int {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
 	n := 0
-	for doc := range bytes.SplitSeq([]byte("\n"+s), []byte("\n---")) {
-		// A separator line may carry a comment or trailing spaces; the rest of it is not
-		// content.
-		if i := bytes.IndexByte(doc, '\n'); i >= 0 && !bytes.HasPrefix(doc, []byte("\n")) {
-			doc = doc[i:]
+	for {
+		doc, err := r.Read()
+		if err != nil { // io.EOF, or a document too long to be read: the decoder reports it
+			return n
 		}
-		if hasContent(doc) {
-			n++
+		var v any
+		if yaml.Unmarshal(doc, &v) == nil && v == nil {
+			continue
 		}
+		n++
 	}
-	return n
-}
-
-func hasContent(doc []byte) bool {
-	for line := range bytes.SplitSeq(doc, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("...")) {
-			return true
-		}
-	}
-	return false
 }

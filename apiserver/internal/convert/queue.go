@@ -93,8 +93,7 @@ func stringOf(v any) string {
 
 // Position is where wl waits: among the pending workloads of its LocalQueue and of its
 // ClusterQueue, in Kueue's order (higher priority first, then earlier queue time).
-// pending are every pending workload of the ClusterQueue, wl included; clusterQueueOf
-// maps "<namespace>/<local queue>" to its ClusterQueue.
+// pending are every pending workload of the ClusterQueue, wl included.
 func Position(wl *Workload, clusterQueue string, pending []*Workload) *kilnv1.QueuePosition {
 	pos := &kilnv1.QueuePosition{LocalQueue: wl.LocalQueue, ClusterQueue: clusterQueue, Workload: wl.Name, Admitted: wl.Admitted}
 	if wl.ClusterQueue != "" {

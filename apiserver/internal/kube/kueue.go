@@ -3,14 +3,15 @@ package kube
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// Kueue's kinds and labels, read as unstructured objects: Kueue's module requires
-// k8s.io/kubernetes, which no library should import.
+// Kueue's kinds, read as unstructured objects.
 var (
-	WorkloadGVK     = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
-	LocalQueueGVK   = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "LocalQueue"}
-	ClusterQueueGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "ClusterQueue"}
+	WorkloadGVK     = trainer.KueueGroupVersion.WithKind("Workload")
+	LocalQueueGVK   = trainer.KueueGroupVersion.WithKind("LocalQueue")
+	ClusterQueueGVK = trainer.KueueGroupVersion.WithKind("ClusterQueue")
 )
 
 // NewList returns an empty unstructured list of gvk's kind.

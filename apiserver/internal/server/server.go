@@ -17,7 +17,6 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/otelconnect"
-	"k8s.io/utils/clock"
 
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
@@ -57,7 +56,7 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 		connect.WithCompressMinBytes(1024),
 	}
 	s := &Server{stop: make(chan struct{})}
-	jobs := service.NewTrainJobs(k, clock.RealClock{}, s.stop)
+	jobs := service.NewTrainJobs(k, s.stop)
 	mux := http.NewServeMux()
 	mux.Handle(kilnv1connect.NewTrainJobServiceHandler(jobs, opts...))
 	mux.Handle(kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...))

@@ -19,7 +19,7 @@ import (
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 )
 
-const kueueGroup = "kueue.x-k8s.io"
+var kueueGroup = trainer.KueueGroupVersion.Group
 
 // Queues implements kilnv1connect.QueueServiceHandler from the shared cache.
 type Queues struct {

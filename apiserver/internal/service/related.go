@@ -26,14 +26,15 @@ import (
 type views struct {
 	kube *kube.Clients
 
-	mu       sync.Mutex
-	policies map[types.UID]pinnedPolicy // parsed runtime snapshots, by ConfigMap UID
+	mu sync.Mutex
+	// pinned holds the run policy of each job whose runtime snapshot was read, by
+	// TrainJob UID: a snapshot never changes once the operator pinned the job, so it is
+	// read (and copied out of the cache) once, not on every view.
+	pinned map[types.UID]*trainer.RunPolicy
 }
 
-type pinnedPolicy struct {
-	resourceVersion string
-	policy          *trainer.RunPolicy
-}
+// maxPinned bounds the memory of views.pinned.
+const maxPinned = 50_000
 
 // viewOptions say what a view includes.
 type viewOptions struct {
@@ -122,14 +123,31 @@ func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.Ru
 	if tj.Spec.ActiveDeadlineSeconds != nil && tj.Spec.TTLSecondsAfterFinished != nil {
 		return nil
 	}
+	v.mu.Lock()
+	policy, ok := v.pinned[tj.UID]
+	v.mu.Unlock()
+	if ok {
+		return policy
+	}
 	cm := &corev1.ConfigMap{}
 	err := v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainer.RuntimeSnapshotName(tj.Name)}, cm)
 	if err == nil && isOwnedBy(cm.OwnerReferences, tj.UID) {
-		return v.pinned(cm)
+		snap := &trainer.RuntimeSnapshot{}
+		if err := yaml.Unmarshal([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
+			return nil
+		}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.pinned == nil || len(v.pinned) >= maxPinned {
+			v.pinned = map[types.UID]*trainer.RunPolicy{}
+		}
+		v.pinned[tj.UID] = snap.Spec.RunPolicy
+		return snap.Spec.RunPolicy
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil
 	}
+	// Not pinned yet: the runtime as it is now, which is what the operator will pin.
 	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
 	var spec *trainer.TrainingRuntimeSpec
 	switch kind {
@@ -148,26 +166,6 @@ func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.Ru
 		return nil
 	}
 	return spec.RunPolicy
-}
-
-func (v *views) pinned(cm *corev1.ConfigMap) *trainer.RunPolicy {
-	v.mu.Lock()
-	p, ok := v.policies[cm.UID]
-	v.mu.Unlock()
-	if ok && p.resourceVersion == cm.ResourceVersion {
-		return p.policy
-	}
-	snap := &trainer.RuntimeSnapshot{}
-	if err := yaml.Unmarshal([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
-		return nil
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.policies == nil || len(v.policies) > 50_000 {
-		v.policies = map[types.UID]pinnedPolicy{}
-	}
-	v.policies[cm.UID] = pinnedPolicy{resourceVersion: cm.ResourceVersion, policy: snap.Spec.RunPolicy}
-	return snap.Spec.RunPolicy
 }
 
 func isOwnedBy(refs []metav1.OwnerReference, uid types.UID) bool {

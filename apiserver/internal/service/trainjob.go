@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -29,7 +28,6 @@ import (
 type TrainJobs struct {
 	kube  *kube.Clients
 	views *views
-	clock clock.PassiveClock
 	// stop closes when the server begins to shut down: streams end then.
 	stop <-chan struct{}
 }
@@ -37,8 +35,8 @@ type TrainJobs struct {
 var _ kilnv1connect.TrainJobServiceHandler = (*TrainJobs)(nil)
 
 // NewTrainJobs serves TrainJobs through k. Streams end when stop closes.
-func NewTrainJobs(k *kube.Clients, clk clock.PassiveClock, stop <-chan struct{}) *TrainJobs {
-	return &TrainJobs{kube: k, views: &views{kube: k}, clock: clk, stop: stop}
+func NewTrainJobs(k *kube.Clients, stop <-chan struct{}) *TrainJobs {
+	return &TrainJobs{kube: k, views: &views{kube: k}, stop: stop}
 }
 
 func (s *TrainJobs) stopping() <-chan struct{} { return s.stop }

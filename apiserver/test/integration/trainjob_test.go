@@ -108,6 +108,32 @@ var _ = Describe("TrainJobService", func() {
 				}).Should(Succeed())
 			})
 
+			It("shows the run policy the job was pinned to, not its runtime's current one", func(ctx SpecContext) {
+				job := newJob(name("pinned"))
+				job.Spec.ActiveDeadlineSeconds = nil
+				created := create(ctx, alice, "team-a", job)
+				Expect(created.GetStatus().GetActiveDeadlineSeconds()).To(BeEquivalentTo(7200), "not pinned yet: the runtime as it is")
+				// What the operator stores at the job's first reconcile: the runtime as it was then.
+				Expect(admin.Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{
+						Namespace: "team-a", Name: trainer.RuntimeSnapshotName(name("pinned")),
+						Labels: map[string]string{trainer.LabelRuntimeSnapshot: "true"},
+						OwnerReferences: []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: "TrainJob",
+							Name: name("pinned"), UID: types.UID(created.GetUid()), Controller: ptr.To(true)}},
+					},
+					Data: map[string]string{trainer.RuntimeSnapshotKey: "kind: ClusterTrainingRuntime\nname: torch-distributed\nspec:\n" +
+						"  runPolicy: {activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 30}\n  template: {}\n"},
+				})).To(Succeed())
+				for range 2 { // the second time from the server's memory of it
+					Eventually(ctx, func(g Gomega) {
+						res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("pinned")}))
+						g.Expect(err).NotTo(HaveOccurred())
+						g.Expect(res.Msg.GetTrainJob().GetStatus().GetActiveDeadlineSeconds()).To(BeEquivalentTo(60))
+						g.Expect(res.Msg.GetTrainJob().GetStatus().GetTtlSecondsAfterFinished()).To(BeEquivalentTo(30))
+					}).Should(Succeed())
+				}
+			})
+
 			It("creates a job from a manifest, strictly", func(ctx SpecContext) {
 				manifest := fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob

@@ -22,7 +22,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 	t := NewTable(io, header...)
 	for _, j := range js {
 		st := j.GetStatus()
-		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), orDash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime())}
+		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), Dash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime())}
 		colors := make([]func(string) string, len(cells))
 		colors[3] = StateColor(io, st.GetState())
 		if namespaces {
@@ -40,7 +40,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 			if st.GetTtlDeleteTime() != nil {
 				ttl = Until(now, st.GetTtlDeleteTime().AsTime())
 			}
-			cells = append(cells, orDash(st.GetReason()), started, deadline, ttl)
+			cells = append(cells, Dash(st.GetReason()), started, deadline, ttl)
 		}
 		t.ColoredRow(cells, colors)
 	}
@@ -54,7 +54,8 @@ func nodes(j *kilnv1.TrainJob) string {
 	return "-"
 }
 
-func orDash(s string) string {
+// Dash is s, or "-" when empty, as tables show a missing value.
+func Dash(s string) string {
 	if s == "" {
 		return "-"
 	}

@@ -62,21 +62,17 @@ func (c Config) KilnAPIURL() string { return fmt.Sprintf("https://127.0.0.1:%d",
 // apiServerUp installs the API server's RBAC, starts it as its ServiceAccount, and gives
 // the demo user a namespace to train in and a client configuration.
 func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
-	var rbac []*unstructured.Unstructured
-	for _, f := range []string{"apiserver.yaml", "users.yaml"} {
-		objs, err := ReadManifests(filepath.Join(p.Root, "apiserver", "config", "rbac", f))
-		if err != nil {
-			return err
-		}
-		rbac = append(rbac, objs...)
+	rbac, err := APIServerRBAC(p.Root)
+	if err != nil {
+		return err
 	}
 	rbac = append(rbac,
 		object("v1", "Namespace", "", APIServerNamespace, nil),
 		object("v1", "ServiceAccount", APIServerNamespace, APIServerServiceAccount, nil),
-		binding("ClusterRoleBinding", "", APIServerServiceAccount, "kiln-apiserver", APIServerNamespace, APIServerServiceAccount),
+		Binding("ClusterRoleBinding", "", APIServerServiceAccount, "kiln-apiserver", APIServerNamespace, APIServerServiceAccount),
 		object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
-		binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
-		binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
+		Binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
+		Binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
 	)
 	if err := cs.apply(ctx, rbac...); err != nil {
 		return fmt.Errorf("installing the API server's RBAC: %w", err)
@@ -85,7 +81,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 	if err != nil {
 		return err
 	}
-	serverToken, err := token(ctx, kc, APIServerNamespace, APIServerServiceAccount)
+	serverToken, err := ServiceAccountToken(ctx, kc, APIServerNamespace, APIServerServiceAccount, tokenLifetime)
 	if err != nil {
 		return err
 	}
@@ -95,7 +91,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 	if err := p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort)); err != nil {
 		return err
 	}
-	demoToken, err := token(ctx, kc, DemoNamespace, DemoUser)
+	demoToken, err := ServiceAccountToken(ctx, kc, DemoNamespace, DemoUser, tokenLifetime)
 	if err != nil {
 		return err
 	}
@@ -115,10 +111,24 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 	return nil
 }
 
-// token issues a ServiceAccount token (TokenRequest).
-func token(ctx context.Context, kc kubernetes.Interface, namespace, sa string) (string, error) {
+// APIServerRBAC is the API server's own RBAC and its users' roles, from the repository at
+// root (apiserver/config/rbac).
+func APIServerRBAC(root string) ([]*unstructured.Unstructured, error) {
+	var rbac []*unstructured.Unstructured
+	for _, f := range []string{"apiserver.yaml", "users.yaml"} {
+		objs, err := ReadManifests(filepath.Join(root, "apiserver", "config", "rbac", f))
+		if err != nil {
+			return nil, err
+		}
+		rbac = append(rbac, objs...)
+	}
+	return rbac, nil
+}
+
+// ServiceAccountToken issues a token of a ServiceAccount that lives for seconds (TokenRequest).
+func ServiceAccountToken(ctx context.Context, kc kubernetes.Interface, namespace, sa string, seconds int64) (string, error) {
 	tr, err := kc.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(seconds)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("issuing a token for ServiceAccount %s/%s: %w", namespace, sa, err)
@@ -155,8 +165,9 @@ func object(apiVersion, kind, namespace, name string, extra map[string]any) *uns
 	return &unstructured.Unstructured{Object: obj}
 }
 
-// binding binds a ClusterRole to a ServiceAccount, cluster-wide or in a namespace.
-func binding(kind, namespace, name, clusterRole, saNamespace, sa string) *unstructured.Unstructured {
+// Binding binds a ClusterRole to a ServiceAccount: a ClusterRoleBinding (namespace empty)
+// or a RoleBinding in namespace.
+func Binding(kind, namespace, name, clusterRole, saNamespace, sa string) *unstructured.Unstructured {
 	return object("rbac.authorization.k8s.io/v1", kind, namespace, name, map[string]any{
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": clusterRole},
 		"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": saNamespace, "name": sa}},

@@ -15,14 +15,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -63,34 +61,22 @@ var _ = Describe("kiln CLI against the API server", Ordered, func() {
 		Expect(filepath.Join(binDir, "kiln-apiserver")).To(BeAnExistingFile(), "make test-integration builds bin/kiln-apiserver")
 		root, err := platform.RepoRoot("")
 		Expect(err).NotTo(HaveOccurred())
-		for _, f := range []string{"apiserver.yaml", "users.yaml"} {
-			objs, err := platform.ReadManifests(filepath.Join(root, "apiserver", "config", "rbac", f))
-			Expect(err).NotTo(HaveOccurred())
-			for _, o := range objs {
-				Expect(k8s.Patch(ctx, o, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
-			}
+		rbac, err := platform.APIServerRBAC(root)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range rbac {
+			Expect(k8s.Patch(ctx, o, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 		token := func(ns, sa string) string {
 			Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 			Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}))).To(Succeed())
-			tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+			t, err := platform.ServiceAccountToken(ctx, cs, ns, sa, 3600)
 			Expect(err).NotTo(HaveOccurred())
-			return tr.Status.Token
+			return t
 		}
 		bind := func(kind, ns, name, role, saNS, sa string) {
-			b := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
-				"metadata": map[string]any{"name": name, "namespace": ns},
-				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-				"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": saNS, "name": sa}},
-			}}
-			if ns == "" {
-				unstructured.RemoveNestedField(b.Object, "metadata", "namespace")
-			}
-			Expect(k8s.Patch(ctx, b, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
+			Expect(k8s.Patch(ctx, platform.Binding(kind, ns, name, role, saNS, sa), client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 		}
 		serverToken := token("kiln-system", "kiln-apiserver")
 		bind("ClusterRoleBinding", "", "kiln-apiserver", "kiln-apiserver", "kiln-system", "kiln-apiserver")

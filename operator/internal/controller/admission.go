@@ -7,16 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// Kueue's Workload list kind, read without importing Kueue (its module requires
-// k8s.io/kubernetes).
-var workloadList = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "WorkloadList"}
+var workloadList = trainer.KueueGroupVersion.WithKind("WorkloadList")
 
 // admissionTime is when Kueue admitted a queued TrainJob (its Workload's Admitted
 // transition), so that a job's deadline counts from its admission even when the operator

@@ -75,7 +75,7 @@ func runList(ctx context.Context, o *ListOptions) error {
 		if rt.GetDeprecated() {
 			name += " (deprecated)"
 		}
-		t.Row(name, kind(rt), dash(rt.GetFramework()), fmt.Sprint(rt.GetNodes()), devices(rt), deadline(rt), ttl(rt))
+		t.Row(name, kind(rt), printer.Dash(rt.GetFramework()), fmt.Sprint(rt.GetNodes()), devices(rt), deadline(rt), ttl(rt))
 	}
 	return t.Render(io.Out)
 }
@@ -135,8 +135,8 @@ func runGet(ctx context.Context, o *GetOptions) error {
 	field := func(k, v string) { fmt.Fprintf(&b, "%-16s%s\n", k+":", v) }
 	field("Name", rt.GetName())
 	field("Kind", kind(rt))
-	field("Framework", dash(rt.GetFramework()))
-	field("Image", dash(rt.GetImage()))
+	field("Framework", printer.Dash(rt.GetFramework()))
+	field("Image", printer.Dash(rt.GetImage()))
 	field("Nodes", fmt.Sprint(rt.GetNodes()))
 	if rt.GetProcsPerNode() > 0 {
 		field("Procs per node", fmt.Sprint(rt.GetProcsPerNode()))
@@ -164,7 +164,7 @@ func devices(rt *kilnv1.Runtime) string {
 	for _, d := range rt.GetDevicesPerNode() {
 		out = append(out, fmt.Sprintf("%s=%d", d.GetResource(), d.GetCount()))
 	}
-	return dash(strings.Join(out, " "))
+	return printer.Dash(strings.Join(out, " "))
 }
 
 // deadline and ttl are a runtime's run policy, "-" where it sets none.
@@ -195,11 +195,4 @@ func seconds32(s *int32) string {
 	}
 	v := int64(*s)
 	return seconds(&v)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
