@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -29,18 +31,15 @@ func runtimeKind(tj *trainer.TrainJob) string {
 // it reads the live runtime and stores it in a ConfigMap owned by the TrainJob, so editing
 // the runtime later never changes this job (the same ConfigMap upstream Trainer keeps).
 func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.TrainJob) (*trainer.TrainingRuntimeSpec, error) {
+	if spec, ok := r.snapshots.get(tj); ok {
+		return spec, nil
+	}
+	key := client.ObjectKey{Namespace: tj.Namespace, Name: snapshotName(tj)}
 	cm := &corev1.ConfigMap{}
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: snapshotName(tj)}, cm)
+	err := r.client.Get(ctx, key, cm)
 	switch {
 	case err == nil:
-		if !metav1.IsControlledBy(cm, tj) {
-			return nil, fmt.Errorf("runtime snapshot ConfigMap %s is not owned by this TrainJob: delete or rename it", cm.Name)
-		}
-		snap := &trainer.RuntimeSnapshot{}
-		if err := yaml.UnmarshalStrict([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
-			return nil, fmt.Errorf("decoding runtime snapshot %s: %w", cm.Name, err)
-		}
-		return &snap.Spec, nil
+		return r.snapshots.decode(tj, cm)
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading runtime snapshot: %w", err)
 	}
@@ -77,11 +76,84 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 		},
 		Data: map[string]string{trainer.RuntimeSnapshotKey: string(data)},
 	}
-	if err := r.client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("storing runtime snapshot: %w", err)
-	} else if apierrors.IsAlreadyExists(err) {
-		// Another reconcile pinned it first; use what it stored.
-		return r.pinnedRuntime(ctx, tj)
+	err = r.client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		// Pinned already, by a reconcile whose write the cache does not show yet (or by a
+		// Kiln that did not label its snapshots, which the cache leaves out): read it live.
+		if err := r.live.Get(ctx, key, cm); err != nil {
+			return nil, fmt.Errorf("reading runtime snapshot: %w", err)
+		}
+		return r.snapshots.decode(tj, cm)
 	}
-	return &snap.Spec, nil
+	if err != nil {
+		return nil, fmt.Errorf("storing runtime snapshot: %w", err)
+	}
+	return r.snapshots.decode(tj, cm)
+}
+
+// errForeignSnapshot: the ConfigMap under the name of the TrainJob's runtime snapshot is
+// someone else's. Nothing is rendered until it is gone.
+var errForeignSnapshot = errors.New("runtime snapshot conflict")
+
+// snapshotSpecs holds the decoded runtime snapshot of every TrainJob this process pinned or
+// read, one copy for all the jobs whose snapshots are equal (typically thousands of jobs of a
+// few runtimes): a reconcile neither reads nor decodes the ConfigMap again.
+type snapshotSpecs struct {
+	mu     sync.Mutex
+	byJob  map[types.NamespacedName]pinnedSpec
+	byData map[string]*trainer.TrainingRuntimeSpec
+}
+
+type pinnedSpec struct {
+	uid  types.UID
+	spec *trainer.TrainingRuntimeSpec
+}
+
+// maxDistinctSnapshots bounds the decoded snapshots kept for sharing; past it, sharing starts over.
+const maxDistinctSnapshots = 1024
+
+// get returns a copy of the TrainJob's decoded snapshot, if this process has it.
+func (s *snapshotSpecs) get(tj *trainer.TrainJob) (*trainer.TrainingRuntimeSpec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.byJob[client.ObjectKeyFromObject(tj)]
+	if !ok || p.uid != tj.UID {
+		return nil, false
+	}
+	return p.spec.DeepCopy(), true
+}
+
+// decode checks that cm is the TrainJob's snapshot, decodes it and remembers it for the job.
+func (s *snapshotSpecs) decode(tj *trainer.TrainJob, cm *corev1.ConfigMap) (*trainer.TrainingRuntimeSpec, error) {
+	if !metav1.IsControlledBy(cm, tj) {
+		return nil, fmt.Errorf("%w: ConfigMap %s is not owned by this TrainJob: delete or rename it", errForeignSnapshot, cm.Name)
+	}
+	data := cm.Data[trainer.RuntimeSnapshotKey]
+	s.mu.Lock()
+	spec, ok := s.byData[data]
+	s.mu.Unlock()
+	if !ok {
+		snap := &trainer.RuntimeSnapshot{}
+		if err := yaml.UnmarshalStrict([]byte(data), snap); err != nil {
+			return nil, fmt.Errorf("decoding runtime snapshot %s: %w", cm.Name, err)
+		}
+		spec = &snap.Spec
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byJob == nil || len(s.byData) >= maxDistinctSnapshots {
+		s.byData = map[string]*trainer.TrainingRuntimeSpec{}
+	}
+	if s.byJob == nil {
+		s.byJob = map[types.NamespacedName]pinnedSpec{}
+	}
+	s.byData[data] = spec
+	s.byJob[client.ObjectKeyFromObject(tj)] = pinnedSpec{uid: tj.UID, spec: spec}
+	return spec.DeepCopy(), nil
+}
+
+func (s *snapshotSpecs) forget(tj types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byJob, tj)
 }

@@ -56,15 +56,20 @@ const conflictRetry = 100 * time.Millisecond
 
 // TrainJobReconciler reconciles TrainJobs.
 type TrainJobReconciler struct {
-	client   ctrl.Client
-	recorder events.EventRecorder
-	clock    clock.PassiveClock
-	applied  appliedJobSets
+	client ctrl.Client
+	// live reads past the cache, for what the cache cannot have yet.
+	live      ctrl.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	applied   appliedJobSets
+	expect    expectations
+	snapshots snapshotSpecs
 }
 
-// NewTrainJobReconciler returns a reconciler writing through c and recording events with rec.
-func NewTrainJobReconciler(c ctrl.Client, rec events.EventRecorder, clk clock.PassiveClock) *TrainJobReconciler {
-	return &TrainJobReconciler{client: c, recorder: rec, clock: clk}
+// NewTrainJobReconciler returns a reconciler reading through the cached client c (and live
+// for what the cache cannot have yet), and recording events with rec.
+func NewTrainJobReconciler(c ctrl.Client, live ctrl.Reader, rec events.EventRecorder, clk clock.PassiveClock) *TrainJobReconciler {
+	return &TrainJobReconciler{client: c, live: live, recorder: rec, clock: clk}
 }
 
 // event is recorded once the status write that it describes succeeded.
@@ -78,6 +83,8 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.client.Get(ctx, req.NamespacedName, tj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.applied.forget(req.NamespacedName)
+			r.expect.forget(req.NamespacedName)
+			r.snapshots.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
@@ -99,6 +106,13 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		js = nil
 	} else if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading JobSet: %w", err)
+	}
+	if r.expect.pending(ctrl.ObjectKeyFromObject(tj), tj.ResourceVersion, js, r.clock.Now()) {
+		// The cache is behind this process's own write, typically by milliseconds. The write's
+		// watch event requeues the job too, but at the default priority: this requeue keeps a
+		// due deadline's follow-up (its JobSet deletion) ahead of status churn.
+		klog.FromContext(ctx).V(4).Info("Cache behind the controller's own write; waiting for it")
+		return reconcile.Result{RequeueAfter: conflictRetry, Priority: ptr.To(killPriority)}, nil
 	}
 	var evs []event
 	var applyErr error
@@ -142,6 +156,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	evs = append(evs, acts.events...)
 	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
 		tj.Status = *st
+		replaced := tj.ResourceVersion
 		if err := r.client.Status().Update(ctx, tj); apierrors.IsConflict(err) && applyErr == nil {
 			// Someone (often Kueue) wrote the TrainJob meanwhile: start over from it.
 			klog.FromContext(ctx).V(3).Info("TrainJob changed while reconciling; retrying")
@@ -149,6 +164,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		} else if err != nil {
 			return reconcile.Result{}, errors.Join(applyErr, fmt.Errorf("writing status: %w", err))
 		}
+		r.expect.statusWritten(ctrl.ObjectKeyFromObject(tj), replaced, r.clock.Now())
 	}
 	for _, e := range evs {
 		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
@@ -231,6 +247,9 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		return nil, nil
 	}
 	rt, err := r.pinnedRuntime(ctx, tj)
+	if errors.Is(err, errForeignSnapshot) {
+		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +281,7 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	}
 	r.applied.record(key, appliedJobSet{uid: applied.GetUID(), generation: applied.GetGeneration(), rendering: hash})
 	if js == nil {
+		r.expect.jobSetCreated(key, applied.GetUID(), r.clock.Now())
 		// Recorded now: the write it describes succeeded, whatever happens to the status write.
 		klog.FromContext(ctx).V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
 		r.recorder.Eventf(tj, res.JobSet, corev1.EventTypeNormal, ReasonCreated, "Reconcile", "Created JobSet %s", res.JobSet.Name)
@@ -304,7 +324,8 @@ func (r *TrainJobReconciler) runPolicy(ctx context.Context, tj *trainer.TrainJob
 		return policy, nil
 	}
 	rt, err := r.pinnedRuntime(ctx, tj)
-	if errors.Is(err, errRuntimeNotFound) {
+	if errors.Is(err, errRuntimeNotFound) || errors.Is(err, errForeignSnapshot) {
+		// Nothing runs without a runtime; the render reports why.
 		return policy, nil
 	}
 	if err != nil {

@@ -83,13 +83,15 @@ var _ = BeforeSuite(func() {
 	wh := testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:        scheme,
+		Cache:         kilncontroller.CacheOptions(),
+		Client:        kilncontroller.ClientOptions(),
 		Metrics:       metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
-	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptrTrue()})).To(Succeed())
 	Expect(kilnwebhook.Setup(mgr, clock.RealClock{}, []string{preservingUser})).To(Succeed())
 	go func() {

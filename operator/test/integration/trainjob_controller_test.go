@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -285,5 +286,36 @@ var _ = Describe("A TrainJob re-created under the name of a deleted one", func()
 			js := jobSetOf(ctx, g, again)
 			g.Expect(metav1.IsControlledBy(js, again)).To(BeTrue())
 		}).Should(Succeed())
+	})
+})
+
+var _ = Describe("Runtime snapshot conflicts", func() {
+	It("renders nothing over a ConfigMap of another owner under the snapshot's name, and says so", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		// Not labelled as a snapshot, so not in the controller's cache: the conflict shows
+		// only when it tries to create its own.
+		Expect(k8s.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("squatted")},
+			Data:       map[string]string{"app.yaml": "someone else's"},
+		})).To(Succeed())
+		tj := newTrainJob(ns, "squatted", "torch")
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			evs := &eventsv1.EventList{}
+			g.Expect(k8s.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range evs.Items {
+				if e.Regarding.Name == tj.Name && e.Type == corev1.EventTypeWarning {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring("is not owned by this TrainJob: delete or rename it")))
+		}).Should(Succeed())
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))).To(BeTrue())
+
+		By("deleting the ConfigMap in the way")
+		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("squatted")}})).To(Succeed())
+		Eventually(ctx, func(g Gomega) { jobSetOf(ctx, g, tj) }).WithTimeout(time.Minute).Should(Succeed())
 	})
 })

@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"encoding/json"
+	"unique"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// CacheOptions shape the manager's informer cache to what the controller reads, which is
+// most of its memory with thousands of TrainJobs:
+//   - ConfigMaps: only the runtime snapshots (by their label), not every ConfigMap in the
+//     cluster; their contents, the same for all the jobs of a runtime, are stored once.
+//   - JobSets: no pod templates. The controller reads a JobSet's owner, suspension and
+//     status; it writes JobSets by server-side apply from its own rendering, never from
+//     the cache.
+//   - TrainJobs: of their managedFields, only which writers own spec.suspend and when
+//     they wrote (how a resume is timed). Safe because the controller writes a TrainJob
+//     only through its status subresource, where the apiserver ignores the request's
+//     managedFields and keeps the stored ones.
+//   - No managedFields on anything else.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {
+				Label:     labels.SelectorFromSet(labels.Set{trainer.LabelRuntimeSnapshot: "true"}),
+				Transform: chain(cache.TransformStripManagedFields(), internSnapshot),
+			},
+			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripPodTemplates)},
+			&trainer.TrainJob{}:      {Transform: keepSuspendOwners},
+		},
+	}
+}
+
+// ClientOptions keep Secrets out of the cache: the controller reads one only when it
+// creates an MPI job's SSH key, and caching would hold every Secret of the cluster.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
+}
+
+func chain(fs ...func(any) (any, error)) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		var err error
+		for _, f := range fs {
+			if obj, err = f(obj); err != nil {
+				return nil, err
+			}
+		}
+		return obj, nil
+	}
+}
+
+// internSnapshot stores each distinct snapshot content once, however many ConfigMaps hold it.
+func internSnapshot(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		for k, v := range cm.Data {
+			cm.Data[k] = unique.Make(v).Value()
+		}
+	}
+	return obj, nil
+}
+
+func stripPodTemplates(obj any) (any, error) {
+	if js, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+		for i := range js.Spec.ReplicatedJobs {
+			js.Spec.ReplicatedJobs[i].Template = batchv1.JobTemplateSpec{}
+		}
+	}
+	return obj, nil
+}
+
+// suspendOnly is the fieldsV1 of a managedFields entry that owns spec.suspend, whatever
+// else it owns.
+var suspendOnly = func() []byte {
+	data, _ := json.Marshal(map[string]any{"f:spec": map[string]any{"f:suspend": map[string]any{}}})
+	return data
+}()
+
+// keepSuspendOwners drops the managedFields entries that do not own spec.suspend and the
+// rest of the fields of those that do.
+func keepSuspendOwners(obj any) (any, error) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return obj, nil
+	}
+	var kept []metav1.ManagedFieldsEntry
+	for _, mf := range tj.ManagedFields {
+		if mf.Subresource != "" || mf.FieldsV1 == nil || !ownsSuspend(mf.FieldsV1.Raw) {
+			continue
+		}
+		mf.FieldsV1 = &metav1.FieldsV1{Raw: suspendOnly}
+		kept = append(kept, mf)
+	}
+	tj.ManagedFields = kept
+	return obj, nil
+}

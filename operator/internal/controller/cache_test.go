@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"testing"
+	"unsafe"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+func TestKeepSuspendOwners(t *testing.T) {
+	at := metav1.Now()
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:suspend":{},"f:trainer":{"f:image":{}}}}`)}},
+		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:trainer":{"f:image":{}}}}`)}},
+		{Manager: "kiln", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at, Subresource: "status",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}},
+	}}}
+	if _, err := keepSuspendOwners(tj); err != nil {
+		t.Fatal(err)
+	}
+	if len(tj.ManagedFields) != 1 || tj.ManagedFields[0].Manager != "kubectl" || !tj.ManagedFields[0].Time.Equal(&at) {
+		t.Fatalf("kept %+v, want only kubectl's entry with its time", tj.ManagedFields)
+	}
+	if !ownsSuspend(tj.ManagedFields[0].FieldsV1.Raw) || string(tj.ManagedFields[0].FieldsV1.Raw) != `{"f:spec":{"f:suspend":{}}}` {
+		t.Fatalf("kept fields %s, want spec.suspend only", tj.ManagedFields[0].FieldsV1.Raw)
+	}
+	// What a resume is timed from is unchanged by the transform.
+	tj.Spec.Suspend = ptr.To(false)
+	if got := unsuspendedAt(tj, at.Add(1)); got == nil || !got.Equal(at.Time) {
+		t.Fatalf("unsuspendedAt = %v, want %v", got, at.Time)
+	}
+}
+
+func TestStripPodTemplates(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kiln"}}},
+		Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true), ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{
+			Name: "node", Replicas: 2,
+			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "img"}}}}}},
+		}}},
+		Status: jobsetv1alpha2.JobSetStatus{ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Active: 2}}},
+	}
+	opts := CacheOptions()
+	var transform func(any) (any, error)
+	for obj, by := range opts.ByObject {
+		if _, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+			transform = by.Transform
+		}
+	}
+	if _, err := transform(js); err != nil {
+		t.Fatal(err)
+	}
+	if js.ManagedFields != nil || len(js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers) != 0 {
+		t.Fatalf("managedFields or pod template kept: %+v", js)
+	}
+	if !*js.Spec.Suspend || js.Spec.ReplicatedJobs[0].Name != "node" || js.Status.ReplicatedJobsStatus[0].Active != 2 {
+		t.Fatalf("what the controller reads was lost: %+v", js)
+	}
+}
+
+func TestInternSnapshot(t *testing.T) {
+	data := func() string { return string([]byte("kind: ClusterTrainingRuntime\nname: torch\n")) }
+	a := &corev1.ConfigMap{Data: map[string]string{trainer.RuntimeSnapshotKey: data()}}
+	b := &corev1.ConfigMap{Data: map[string]string{trainer.RuntimeSnapshotKey: data()}}
+	if _, err := internSnapshot(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := internSnapshot(b); err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := a.Data[trainer.RuntimeSnapshotKey], b.Data[trainer.RuntimeSnapshotKey]
+	if sa != data() || unsafe.StringData(sa) != unsafe.StringData(sb) {
+		t.Fatal("two equal snapshots are stored twice")
+	}
+}

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+func TestExpectations(t *testing.T) {
+	tj := types.NamespacedName{Namespace: "ns", Name: "job"}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	js := func(uid types.UID) *jobsetv1alpha2.JobSet {
+		return &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{UID: uid}}
+	}
+	var e expectations
+	if e.pending(tj, "1", nil, now) {
+		t.Fatal("nothing was written, yet pending")
+	}
+
+	// A status write replaced version 1: the cache is behind while it still shows 1.
+	e.statusWritten(tj, "1", now)
+	if !e.pending(tj, "1", nil, now) {
+		t.Fatal("the cache still shows the replaced version, yet not pending")
+	}
+	if e.pending(tj, "2", nil, now) {
+		t.Fatal("the cache shows a newer version, yet pending")
+	}
+	if e.pending(tj, "1", nil, now) {
+		t.Fatal("once caught up, an expectation is forgotten; an old version again is not ours to wait for")
+	}
+
+	// A created JobSet: pending until the cache shows that very JobSet.
+	e.jobSetCreated(tj, "new", now)
+	if !e.pending(tj, "2", nil, now) {
+		t.Fatal("the cache has no JobSet yet, yet not pending")
+	}
+	if !e.pending(tj, "2", js("old"), now) {
+		t.Fatal("the cache shows another JobSet of that name (a deleted job's), yet not pending")
+	}
+	if e.pending(tj, "2", js("new"), now) {
+		t.Fatal("the cache shows the created JobSet, yet pending")
+	}
+	if e.pending(tj, "2", nil, now) {
+		t.Fatal("a JobSet seen and then gone is gone: not pending")
+	}
+
+	// Both at once: pending until both are seen.
+	e.statusWritten(tj, "2", now)
+	e.jobSetCreated(tj, "x", now)
+	if !e.pending(tj, "3", nil, now) {
+		t.Fatal("the JobSet is not seen yet, yet not pending")
+	}
+	if e.pending(tj, "3", js("x"), now) {
+		t.Fatal("both seen, yet pending")
+	}
+
+	// A cache that never catches up is read as it is after the timeout.
+	e.statusWritten(tj, "3", now)
+	if e.pending(tj, "3", nil, now.Add(expectationTimeout+time.Second)) {
+		t.Fatal("past the timeout, yet pending")
+	}
+	e.statusWritten(tj, "3", now)
+	e.forget(tj)
+	if e.pending(tj, "3", nil, now) {
+		t.Fatal("forgotten, yet pending")
+	}
+}
