@@ -50,6 +50,13 @@ type Config struct {
 	// Controller is the client budget and parallelism the TrainJob controller gets,
 	// whichever it is.
 	Controller ControllerBudget
+	// WithoutKilnAPIServer leaves Kiln's API server out of the platform (the benchmarks of
+	// the controllers, whose other platform has none).
+	WithoutKilnAPIServer bool
+	// AuditNamespaces makes the apiserver log every write request in these namespaces (who,
+	// what, the answer) to AuditLogFile, for telling apart which component wrote what.
+	// None by default: logging costs the apiserver time.
+	AuditNamespaces []string
 }
 
 // ControllerBudget is a controller's Kubernetes client rate limit and parallelism.
@@ -163,6 +170,9 @@ func (c Config) RunDir() string { return filepath.Join(c.StateDir, "run") }
 
 // LogsDir holds the logs of the processes the harness starts itself.
 func (c Config) LogsDir() string { return filepath.Join(c.StateDir, "logs") }
+
+// AuditLogFile is the apiserver's audit log, written when AuditNamespaces names any.
+func (c Config) AuditLogFile() string { return filepath.Join(c.ClusterDir(), "logs", "audit.log") }
 
 // ConfigDir holds the generated component configuration files.
 func (c Config) ConfigDir() string { return filepath.Join(c.StateDir, "config") }

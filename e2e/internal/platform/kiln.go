@@ -90,6 +90,9 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 		return fmt.Errorf("installing the runtime catalog: %w", err)
 	}
 	p.logf("kiln: CRDs, operator and %d ClusterTrainingRuntimes installed", len(objs))
+	if p.WithoutKilnAPIServer {
+		return nil
+	}
 	return p.apiServerUp(ctx, cs)
 }
 

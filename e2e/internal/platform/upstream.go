@@ -51,6 +51,22 @@ func (p *Platform) TrainerProcess() Process {
 	return p.OperatorProcess()
 }
 
+// RestartTrainer stops the TrainJob controller and starts it again with another client
+// budget; its webhooks answer again once it is ready. Nothing may create or change
+// TrainJobs in between.
+func (p *Platform) RestartTrainer(ctx context.Context, budget ControllerBudget) error {
+	if err := p.TrainerProcess().Stop(30 * time.Second); err != nil {
+		return err
+	}
+	p.Controller = budget
+	if p.Trainer == TrainerUpstream {
+		if err := os.WriteFile(filepath.Join(p.upstreamDir(), "config.yaml"), []byte(p.upstreamConfig()), 0o644); err != nil {
+			return err
+		}
+	}
+	return p.startReady(ctx, p.TrainerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth))
+}
+
 // upstreamConfig is upstream's Configuration with the same client budget and
 // concurrency as Kiln's operator gets, every listener on 127.0.0.1, and no leader
 // election or certificate management (the harness issues the serving certificate).
