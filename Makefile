@@ -121,9 +121,9 @@ $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 35 min on 2 cores).
+bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 20 min on 2 cores).
 	$(PLATFORM) down
-	go run ./e2e/cmd/kiln-bench $(BENCH_FLAGS)
+	go run ./e2e/cmd/kiln-bench --suite controllers $(BENCH_FLAGS)
 
 .PHONY: bench-api
 bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln's API server against direct Kubernetes calls (latency, requests/s, memory); writes docs/benchmarks-api.md (about 4 min).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -162,4 +163,55 @@ func sumValues(m map[string]float64) float64 {
 		t += v
 	}
 	return t
+}
+
+// auditedWrites reads the apiserver's audit log and counts the write requests on objects in
+// namespace ns, by writer (the client's user agent, which names the program), resource and
+// whether the apiserver accepted them.
+func auditedWrites(path, ns string) (map[string]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer f.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			ObjectRef *struct {
+				Resource, Namespace, Subresource string
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.ObjectRef == nil || ev.ObjectRef.Namespace != ns {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		outcome := "ok"
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 300 {
+			outcome = strconv.Itoa(ev.ResponseStatus.Code)
+		}
+		out[fmt.Sprintf("%s\t%s %s\t%s", writerOf(ev.UserAgent), ev.Verb, res, outcome)]++
+	}
+	return out, sc.Err()
+}
+
+// writerOf is the program a user agent names: "kube-controller-manager/v1.36.3 (linux/amd64)
+// kubernetes/abcdef/system:serviceaccount:kube-system:job-controller" is job-controller.
+func writerOf(ua string) string {
+	if i := strings.LastIndex(ua, "/system:serviceaccount:"); i >= 0 {
+		return ua[strings.LastIndex(ua, ":")+1:]
+	}
+	if i := strings.IndexByte(ua, '/'); i > 0 {
+		return ua[:i]
+	}
+	return ua
 }

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -44,5 +47,30 @@ apiserver_admission_webhook_admission_duration_seconds_sum{name="validator.train
 	s, n := parseWebhookSeconds(raw)
 	if s != 2 || n != 200 {
 		t.Fatalf("got %v s over %v calls", s, n)
+	}
+}
+
+func TestAuditedWrites(t *testing.T) {
+	log := `{"kind":"Event","verb":"update","userAgent":"kiln-operator/v0.0.0 (linux/amd64) kubernetes/$Format","objectRef":{"resource":"trainjobs","namespace":"q","subresource":"status"},"responseStatus":{"code":200}}
+{"kind":"Event","verb":"update","userAgent":"kiln-operator/v0.0.0 (linux/amd64) kubernetes/$Format","objectRef":{"resource":"trainjobs","namespace":"q","subresource":"status"},"responseStatus":{"code":409}}
+{"kind":"Event","verb":"create","userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:job-controller","objectRef":{"resource":"pods","namespace":"q"},"responseStatus":{"code":201}}
+{"kind":"Event","verb":"create","userAgent":"kueue/v0.19.0","objectRef":{"resource":"workloads","namespace":"elsewhere"},"responseStatus":{"code":201}}
+not json
+`
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := auditedWrites(path, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"kiln-operator\tupdate trainjobs/status\tok":  1,
+		"kiln-operator\tupdate trainjobs/status\t409": 1,
+		"job-controller\tcreate pods\tok":             1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("auditedWrites = %v, want %v", got, want)
 	}
 }

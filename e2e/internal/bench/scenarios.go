@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // runResult is what one run measured for one controller.
@@ -50,11 +52,15 @@ type runResult struct {
 	// Writes are the apiserver's write requests per TrainJob lifecycle (queued, admitted,
 	// run, complete), by resource.
 	Writes map[string]float64
-	// MemoryJobs TrainJobs existed when RSS was sampled; PeakRSS is over the whole run.
-	MemoryJobs     int
-	RSS, PeakRSS   int64
-	CPU            time.Duration
-	PhaseDurations map[string]time.Duration
+	// WritesBy are the same by writer, request and outcome (from the audit log; only with
+	// Options.Audit).
+	WritesBy map[string]float64
+	// MemoryJobs TrainJobs existed when RSS was sampled; MemoryPeakRSS is the restarted
+	// controller's peak until then. PeakRSS and CPU are over the timed scenarios.
+	MemoryJobs                  int
+	RSS, MemoryPeakRSS, PeakRSS int64
+	CPU                         time.Duration
+	PhaseDurations              map[string]time.Duration
 }
 
 const (
@@ -126,53 +132,21 @@ func createMany(ctx context.Context, c client.Client, n int, mk func(i int) clie
 	return <-errs
 }
 
-// throughput: N suspended TrainJobs at once; how long until all their JobSets exist.
-// Suspended, so that the figure is the controller's and not the Job controller's or
-// KWOK's (every JobSet and its Jobs are created, no pod is).
-func throughput(ctx context.Context, e *env, r *runResult) error {
-	const ns = "bench-throughput"
-	if err := e.namespace(ctx, ns); err != nil {
-		return err
-	}
-	n := e.o.Jobs
-	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := createMany(ctx, e.c, n, func(i int) client.Object { return benchJob(ns, fmt.Sprintf("tj-%05d", i), true, "") }); err != nil {
-		return err
-	}
-	r.Submit = time.Since(start)
-	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
-	if err != nil {
-		return err
-	}
-	r.Webhook = time.Duration((secs1 - secs0) / float64(n) * float64(time.Second))
-	e.logf("throughput: webhooks took %s per create (%v calls)", r.Webhook.Round(100*time.Microsecond), calls1-calls0)
-	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
-		got := e.tracker.count(e.tracker.jobSetSeen, ns)
-		return got == n, fmt.Sprintf("%d of %d", got, n)
-	}); err != nil {
-		return err
-	}
-	r.AllJobSets = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
-	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
-	return nil
-}
-
 // limit: a plain client with the controllers' budget creates the same JobSets (copies of
-// one the controller rendered) directly.
+// one the controller rendered in the deadline scenario) directly.
 func limit(ctx context.Context, e *env, r *runResult) error {
 	const ns = "bench-limit"
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
-	tmpl := unstructuredOf(jobSetGVK)
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "bench-throughput", Name: "tj-00000"}, tmpl); err != nil {
-		return fmt.Errorf("reading a rendered JobSet: %w", err)
+	if e.rendered == nil {
+		return fmt.Errorf("the limit needs a JobSet the controller rendered: run the deadline scenario first")
 	}
-	spec, _, _ := unstructured.NestedMap(tmpl.Object, "spec")
+	// The deadline scenario's pods must not weigh on it.
+	if err := e.settle(ctx, deadlineNamespace); err != nil {
+		return err
+	}
+	spec, _, _ := unstructured.NestedMap(e.rendered.Object, "spec")
 	cfg := rest.CopyConfig(e.cfg)
 	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
 	c, err := client.New(cfg, client.Options{})
@@ -198,31 +172,94 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.Limit = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
 	e.logf("limit: %d JobSets created directly in %s", n, r.Limit.Round(time.Millisecond))
-	// They are not TrainJobs; they must not weigh on what follows.
-	return e.c.DeleteAllOf(ctx, unstructuredOf(jobSetGVK), client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	// They are not TrainJobs; they must not weigh on the memory figure. Nothing timed
+	// follows, so the namespace controller deletes them while the memory scenario starts.
+	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// settle waits until namespace ns has no Jobs and no pods left, so that the garbage
+// collection of one scenario does not weigh on the next one's figures.
+func (e *env) settle(ctx context.Context, ns string) error {
+	start := time.Now()
+	left := func(list *metav1.PartialObjectMetadataList) int {
+		if err := e.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
+			return -1
+		}
+		return len(list.Items)
+	}
+	jobs, pods := &metav1.PartialObjectMetadataList{}, &metav1.PartialObjectMetadataList{}
+	jobs.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	err := waitFor(ctx, 3*time.Minute, "namespace "+ns+" to be emptied of Jobs and pods", func() (bool, string) {
+		j, p := left(jobs), left(pods)
+		return j == 0 && p == 0, fmt.Sprintf("Jobs left: %v, pods left: %v", j != 0, p != 0)
+	})
+	if err == nil {
+		e.logf("%s: Jobs and pods gone after %s", ns, time.Since(start).Round(100*time.Millisecond))
+	}
+	return err
 }
 
 func runtimeDeepCopy(m map[string]any) map[string]any {
 	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
 }
 
-// deadlines: N running TrainJobs whose activeDeadlineSeconds all fall due within the
-// submission window; lag from each due instant to Failed/DeadlineExceeded.
+// deadlines: N running TrainJobs at once, whose activeDeadlineSeconds all fall due within
+// the submission window. Throughput is how long until all their JobSets exist; deadline
+// precision the lag from each due instant to Failed/DeadlineExceeded. Half of them
+// carry a ttlSecondsAfterFinished too, and on Kiln the lag from each failure's due TTL to
+// the TrainJob's deletion is the TTL figure (upstream has no TTL and keeps them). Half,
+// so that the failed TrainJobs the memory figure counts on are not all gone on Kiln.
 func deadlines(ctx context.Context, e *env, r *runResult) error {
-	const ns = "bench-deadline"
+	const ns = deadlineNamespace
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
 	n := e.o.Jobs
-	secs := int64(e.o.Deadline / time.Second)
+	secs, ttl := int64(e.o.Deadline/time.Second), int32(e.o.TTL/time.Second)
+	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
 	if err := createMany(ctx, e.c, n, func(i int) client.Object {
 		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "1h")
 		tj.Spec.ActiveDeadlineSeconds = ptr.To(secs)
+		if i%2 == 0 {
+			tj.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
+		}
 		return tj
 	}); err != nil {
 		return err
 	}
-	err := waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
+	r.Submit = time.Since(start)
+	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	r.Webhook = time.Duration((secs1 - secs0) / float64(n) * float64(time.Second))
+	e.logf("throughput: webhooks took %s per create (%v calls)", r.Webhook.Round(100*time.Microsecond), calls1-calls0)
+	// The limit's model: one of the first JobSets, read long before its deadline deletes it.
+	if err := waitFor(ctx, 2*time.Minute, "a first JobSet", func() (bool, string) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(jobSetGVK.GroupVersion().WithKind("JobSetList"))
+		if err := e.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil || len(list.Items) == 0 {
+			return false, "none yet"
+		}
+		e.rendered = &list.Items[0]
+		return true, ""
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	}); err != nil {
+		return err
+	}
+	r.AllJobSets = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
+	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
+	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
 	})
@@ -230,8 +267,22 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		e.logf("deadline: %v", err)
 	}
+	lastDeadline := time.Now()
+	if e.p.Trainer == platform.TrainerKiln {
+		withTTL := (n + 1) / 2
+		err := waitFor(ctx, e.o.TTL+2*time.Minute, "every TTL", func() (bool, string) {
+			got := e.tracker.count(e.tracker.deletedSeen, ns)
+			return got >= withTTL, fmt.Sprintf("%d of %d deleted", got, withTTL)
+		})
+		r.TTLLag = e.tracker.lags(e.tracker.deletedSeen, e.tracker.ttlDue, ns)
+		r.TTLMissed = withTTL - e.tracker.count(e.tracker.deletedSeen, ns)
+		if err != nil {
+			e.logf("TTL: %v", err)
+		}
+		e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, percentile(r.TTLLag, 50), percentile(r.TTLLag, 99))
+	}
 	// Give a controller that recreates deleted JobSets the time to show it.
-	time.Sleep(10 * time.Second)
+	time.Sleep(time.Until(lastDeadline.Add(10 * time.Second)))
 	r.DeadlineLag = e.tracker.lags(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)
 	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
 	r.Recreated = e.tracker.recreatedJobSets(ns)
@@ -240,40 +291,17 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	return nil
 }
 
-// ttls: N TrainJobs that complete, each with ttlSecondsAfterFinished; lag from each due
-// instant to the TrainJob's deletion.
-func ttls(ctx context.Context, e *env, r *runResult) error {
-	const ns = "bench-ttl"
-	if err := e.namespace(ctx, ns); err != nil {
-		return err
-	}
-	n := e.o.Jobs
-	secs := int32(e.o.TTL / time.Second)
-	if err := createMany(ctx, e.c, n, func(i int) client.Object {
-		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "")
-		tj.Spec.TTLSecondsAfterFinished = ptr.To(secs)
-		return tj
-	}); err != nil {
-		return err
-	}
-	err := waitFor(ctx, e.o.TTL+5*time.Minute, "every TTL", func() (bool, string) {
-		got := e.tracker.count(e.tracker.deletedSeen, ns)
-		return got == n, fmt.Sprintf("%d of %d deleted", got, n)
-	})
-	r.TTLLag = e.tracker.lags(e.tracker.deletedSeen, e.tracker.ttlDue, ns)
-	r.TTLMissed = n - e.tracker.count(e.tracker.deletedSeen, ns)
-	if err != nil {
-		e.logf("TTL: %v", err)
-	}
-	e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, percentile(r.TTLLag, 50), percentile(r.TTLLag, 99))
-	return nil
-}
+// deadlineNamespace holds the deadline scenario's TrainJobs.
+const deadlineNamespace = "bench-deadline"
+
+// queueNamespace holds the Kueue scenario's TrainJobs; the apiserver audits its writes.
+const queueNamespace = "bench-queue"
 
 // admission: queued TrainJobs of one GPU each through a LocalQueue, more than the quota
 // holds at once, so Kueue admits them in waves as others complete; lag from admission to
 // the JobSet running, and the apiserver's writes per TrainJob over the whole lifecycle.
 func admission(ctx context.Context, e *env, r *runResult) error {
-	const ns = "bench-queue"
+	const ns = queueNamespace
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
@@ -314,6 +342,16 @@ func admission(ctx context.Context, e *env, r *runResult) error {
 			r.Writes[res] = d / float64(n)
 		}
 	}
+	if e.o.Audit {
+		by, err := auditedWrites(e.p.AuditLogFile(), ns)
+		if err != nil {
+			return err
+		}
+		r.WritesBy = map[string]float64{}
+		for k, v := range by {
+			r.WritesBy[k] = v / float64(n)
+		}
+	}
 	r.AdmissionLag = e.tracker.lags(e.tracker.jobSetResumed, e.tracker.admittedSeen, ns)
 	r.KueueLag = e.tracker.lags(e.tracker.resumedSeen, e.tracker.admittedSeen, ns)
 	r.ResumeLag = e.tracker.lags(e.tracker.jobSetResumed, e.tracker.resumedSeen, ns)
@@ -323,22 +361,41 @@ func admission(ctx context.Context, e *env, r *runResult) error {
 	return nil
 }
 
-// memory: tops the cluster up to MemoryJobs TrainJobs (the suspended, failed and finished
-// ones of the earlier scenarios plus suspended ones, like a queue's backlog) and samples
-// the controller's RSS once it has caught up.
+// memory: restarts the controller with the memory budget, tops the cluster up to
+// MemoryJobs TrainJobs (the failed and completed ones of the earlier scenarios
+// plus, half and half, running ones and suspended ones like a queue's backlog) and samples
+// the controller's RSS once it has caught up. The restart is also the worst case for
+// memory: a controller that lists them all at once. The top-up TrainJobs use a copy of the
+// runtime whose JobSets name another manager (spec.managedBy), so that the JobSet
+// controller leaves them be: the TrainJob controller does all its work for them (a running
+// one's JobSet simply never reports progress), the rest of the platform none.
 func memory(ctx context.Context, e *env, r *runResult) error {
 	const ns = "bench-memory"
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
+	if err := e.unmanagedRuntime(ctx); err != nil {
+		return err
+	}
+	begin := time.Now()
+	if err := e.p.RestartTrainer(ctx, e.o.MemoryBudget); err != nil {
+		return fmt.Errorf("restarting the controller with the memory budget: %w", err)
+	}
+	e.logf("memory: controller restarted in %s", time.Since(begin).Round(100*time.Millisecond))
+	begin = time.Now()
 	all := &trainer.TrainJobList{}
 	if err := e.cache.List(ctx, all); err != nil {
 		return err
 	}
 	n := max(e.o.MemoryJobs-len(all.Items), 0)
-	if err := createMany(ctx, e.c, n, func(i int) client.Object { return benchJob(ns, fmt.Sprintf("tj-%05d", i), true, "") }); err != nil {
+	if err := createMany(ctx, e.c, n, func(i int) client.Object {
+		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), i%2 == 0, "")
+		tj.Spec.RuntimeRef.Name = unmanagedRuntime
+		return tj
+	}); err != nil {
 		return err
 	}
+	e.logf("memory: %d TrainJobs created in %s", n, time.Since(begin).Round(100*time.Millisecond))
 	if err := waitFor(ctx, 15*time.Minute, "every JobSet", func() (bool, string) {
 		got := e.tracker.count(e.tracker.jobSetSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -354,7 +411,29 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		return err
 	}
-	r.MemoryJobs, r.RSS = len(all.Items)+n, u.rss
+	r.MemoryJobs, r.RSS, r.MemoryPeakRSS = len(all.Items)+n, u.rss, u.peakRSS
 	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB)", r.MemoryJobs, u.rss>>20, u.peakRSS>>20)
+	return nil
+}
+
+// unmanagedRuntime is torch-distributed with JobSets that the JobSet controller skips.
+const unmanagedRuntime = "torch-distributed-unmanaged"
+
+func (e *env) unmanagedRuntime(ctx context.Context) error {
+	gvk := trainer.GroupVersion.WithKind(trainer.ClusterTrainingRuntimeKind)
+	rt := unstructuredOf(gvk)
+	if err := e.c.Get(ctx, client.ObjectKey{Name: "torch-distributed"}, rt); err != nil {
+		return fmt.Errorf("reading the torch-distributed runtime: %w", err)
+	}
+	cp := unstructuredOf(gvk)
+	cp.SetName(unmanagedRuntime)
+	cp.SetLabels(rt.GetLabels())
+	cp.Object["spec"] = runtimeDeepCopy(rt.Object)["spec"]
+	if err := unstructured.SetNestedField(cp.Object, "bench.kiln.dev/nobody", "spec", "template", "spec", "managedBy"); err != nil {
+		return err
+	}
+	if err := e.c.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the %s runtime: %w", unmanagedRuntime, err)
+	}
 	return nil
 }
