@@ -33,6 +33,10 @@ CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go pr
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
 
+# module_dir prints where the module $(2) pinned by tools/$(1) is, downloading it first: on
+# a fresh machine nothing may have built from it yet, and `go list -m` does not download.
+module_dir = cd tools/$(1) && $(TOOLS_ENV) go mod download $(2) && $(TOOLS_ENV) go list -m -f '{{.Dir}}' $(2)
+
 # Manifests rendered from the pinned JobSet and Kueue modules (never committed).
 ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BIN)/manifests/kwok-stages.yaml
 # KWOK's own node and pod-ready stages; the harness adds Kiln's pod lifecycle stages.
@@ -97,24 +101,24 @@ cli: $(KILN) ## Build the kiln CLI into bin/kiln (and bin/kubectl-kiln, the kube
 
 $(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
-	kubectl kustomize "$$(cd tools/jobset && $(TOOLS_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/default" > $@.tmp
+	dir="$$($(call module_dir,jobset,sigs.k8s.io/jobset))"; kubectl kustomize "$$dir/config/default" > $@.tmp
 	mv $@.tmp $@
 
 $(BIN)/manifests/kueue.yaml: tools/kueue/go.mod tools/kueue/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
-	kubectl kustomize "$$(cd tools/kueue && $(TOOLS_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/default" > $@.tmp
+	dir="$$($(call module_dir,kueue,sigs.k8s.io/kueue))"; kubectl kustomize "$$dir/config/default" > $@.tmp
 	mv $@.tmp $@
 
 # Upstream Kubeflow Trainer's CRDs, webhook configurations and runtimes, for `make bench`.
 $(BIN)/manifests/trainer.yaml: tools/trainer/go.mod tools/trainer/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
-	dir="$$(cd tools/trainer && $(TOOLS_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)/manifests/base"; \
+	dir="$$($(call module_dir,trainer,github.com/kubeflow/trainer/v2))/manifests/base"; \
 		for k in crds webhook runtimes; do echo "---"; kubectl kustomize "$$dir/$$k"; done > $@.tmp
 	mv $@.tmp $@
 
 $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 	@mkdir -p $(@D)
-	dir="$$(cd tools/kwok && $(TOOLS_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"; \
+	dir="$$($(call module_dir,kwok,sigs.k8s.io/kwok))/kustomize/stage"; \
 		for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/$$f"; done > $@.tmp
 	mv $@.tmp $@
 
