@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -14,8 +15,8 @@ const expectationTimeout = 30 * time.Second
 
 // expectations remember, per TrainJob, the writes of this process that the informer cache
 // has not shown yet. A reconcile that reads the cache before it caught up with the
-// controller's own write computes from the old objects: its status write is refused with a
-// conflict, and it applies the JobSet it just created again (and records "Created" twice).
+// controller's own write computes from the old objects: it writes a status it already wrote
+// (and records its events twice), and it applies the JobSet it just created again.
 // Such a reconcile is skipped; the watch event of the write requeues the TrainJob as soon
 // as the cache has it. Like appliedJobSets, this is only an optimisation: a restart
 // forgets it, and a timeout ends every expectation.
@@ -25,9 +26,11 @@ type expectations struct {
 }
 
 type expectation struct {
-	// replacedVersion is the TrainJob resourceVersion that this process's last status write
-	// replaced: while the cache still holds it, the cache is behind.
-	replacedVersion string
+	// writtenVersion is the TrainJob resourceVersion of this process's last status write:
+	// while the cache holds an older one, the cache is behind. replacedVersion is the one
+	// that write replaced, for resourceVersions that do not compare (an apiserver that is
+	// not backed by etcd): the cache is behind while it holds that one.
+	writtenVersion, replacedVersion string
 	// jobSet is the UID of the JobSet this process created, until the cache shows it.
 	jobSet types.UID
 	since  time.Time
@@ -46,13 +49,13 @@ func (e *expectations) pending(tj types.NamespacedName, resourceVersion string, 
 		delete(e.m, tj)
 		return false
 	}
-	if exp.replacedVersion != "" && exp.replacedVersion != resourceVersion {
-		exp.replacedVersion = ""
+	if exp.writtenVersion != "" && !older(resourceVersion, exp.writtenVersion, exp.replacedVersion) {
+		exp.writtenVersion, exp.replacedVersion = "", ""
 	}
 	if exp.jobSet != "" && js != nil && js.UID == exp.jobSet {
 		exp.jobSet = ""
 	}
-	if exp.replacedVersion == "" && exp.jobSet == "" {
+	if exp.writtenVersion == "" && exp.jobSet == "" {
 		delete(e.m, tj)
 		return false
 	}
@@ -60,9 +63,20 @@ func (e *expectations) pending(tj types.NamespacedName, resourceVersion string, 
 	return true
 }
 
-// statusWritten records that a status write replaced the TrainJob at resourceVersion.
-func (e *expectations) statusWritten(tj types.NamespacedName, resourceVersion string, now time.Time) {
-	e.update(tj, now, func(exp *expectation) { exp.replacedVersion = resourceVersion })
+// older says whether the cached resourceVersion precedes written, the controller's own
+// write. Status writes are patches that need no particular version, so someone else's
+// write may come between the version the controller read (replaced) and its own: the
+// cache showing that one is still behind.
+func older(cached, written, replaced string) bool {
+	if c, err := resourceversion.CompareResourceVersion(cached, written); err == nil {
+		return c < 0
+	}
+	return cached == replaced
+}
+
+// statusWritten records that a status write replaced the TrainJob at replaced with written.
+func (e *expectations) statusWritten(tj types.NamespacedName, replaced, written string, now time.Time) {
+	e.update(tj, now, func(exp *expectation) { exp.writtenVersion, exp.replacedVersion = written, replaced })
 }
 
 // jobSetCreated records that this process created the TrainJob's JobSet with uid.

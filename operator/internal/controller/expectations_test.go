@@ -20,16 +20,28 @@ func TestExpectations(t *testing.T) {
 		t.Fatal("nothing was written, yet pending")
 	}
 
-	// A status write replaced version 1: the cache is behind while it still shows 1.
-	e.statusWritten(tj, "1", now)
-	if !e.pending(tj, "1", nil, now) {
+	// A status write replaced version 10 with 12 (someone else wrote 11 in between): the
+	// cache is behind while it shows a version older than 12.
+	e.statusWritten(tj, "10", "12", now)
+	for _, behind := range []string{"10", "11"} {
+		if !e.pending(tj, behind, nil, now) {
+			t.Fatalf("the cache shows %s, older than the write, yet not pending", behind)
+		}
+	}
+	if e.pending(tj, "13", nil, now) {
+		t.Fatal("the cache shows a version past the write, yet pending")
+	}
+	if e.pending(tj, "10", nil, now) {
+		t.Fatal("once caught up, an expectation is forgotten; an old version again is not ours to wait for")
+	}
+
+	// Versions that do not compare: behind while the cache shows the replaced one.
+	e.statusWritten(tj, "a", "c", now)
+	if !e.pending(tj, "a", nil, now) {
 		t.Fatal("the cache still shows the replaced version, yet not pending")
 	}
-	if e.pending(tj, "2", nil, now) {
-		t.Fatal("the cache shows a newer version, yet pending")
-	}
-	if e.pending(tj, "1", nil, now) {
-		t.Fatal("once caught up, an expectation is forgotten; an old version again is not ours to wait for")
+	if e.pending(tj, "b", nil, now) {
+		t.Fatal("the cache shows another version, yet pending")
 	}
 
 	// A created JobSet: pending until the cache shows that very JobSet.
@@ -48,7 +60,7 @@ func TestExpectations(t *testing.T) {
 	}
 
 	// Both at once: pending until both are seen.
-	e.statusWritten(tj, "2", now)
+	e.statusWritten(tj, "2", "3", now)
 	e.jobSetCreated(tj, "x", now)
 	if !e.pending(tj, "3", nil, now) {
 		t.Fatal("the JobSet is not seen yet, yet not pending")
@@ -58,11 +70,11 @@ func TestExpectations(t *testing.T) {
 	}
 
 	// A cache that never catches up is read as it is after the timeout.
-	e.statusWritten(tj, "3", now)
+	e.statusWritten(tj, "3", "4", now)
 	if e.pending(tj, "3", nil, now.Add(expectationTimeout+time.Second)) {
 		t.Fatal("past the timeout, yet pending")
 	}
-	e.statusWritten(tj, "3", now)
+	e.statusWritten(tj, "3", "4", now)
 	e.forget(tj)
 	if e.pending(tj, "3", nil, now) {
 		t.Fatal("forgotten, yet pending")

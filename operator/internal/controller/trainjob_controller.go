@@ -51,8 +51,8 @@ const timerPriority = 100
 // just fired: after the due ones, before the rest.
 const killPriority = timerPriority - 1
 
-// conflictRetry is how soon a reconcile whose status write lost a race starts over.
-const conflictRetry = 100 * time.Millisecond
+// cacheRetry is how soon a reconcile that found the cache behind its own write tries again.
+const cacheRetry = 100 * time.Millisecond
 
 // TrainJobReconciler reconciles TrainJobs.
 type TrainJobReconciler struct {
@@ -63,6 +63,7 @@ type TrainJobReconciler struct {
 	clock     clock.PassiveClock
 	applied   appliedJobSets
 	expect    expectations
+	mirrors   mirrorBatches
 	snapshots snapshotSpecs
 }
 
@@ -84,6 +85,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		if apierrors.IsNotFound(err) {
 			r.applied.forget(req.NamespacedName)
 			r.expect.forget(req.NamespacedName)
+			r.mirrors.forget(req.NamespacedName)
 			r.snapshots.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
@@ -100,7 +102,15 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return r.reconcile(ctx, tj)
 }
 
-func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
+func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (res reconcile.Result, err error) {
+	// How long a status change left for a later write (one that only mirrors) may wait:
+	// the job is reconciled again, and the change written, when its batch ends.
+	var batched time.Duration
+	defer func() {
+		if err == nil && batched > 0 && !res.Requeue && (res.RequeueAfter == 0 || batched < res.RequeueAfter) {
+			res.RequeueAfter = batched
+		}
+	}()
 	js := &jobsetv1alpha2.JobSet{}
 	if err := r.client.Get(ctx, ctrl.ObjectKeyFromObject(tj), js); apierrors.IsNotFound(err) {
 		js = nil
@@ -112,7 +122,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		// watch event requeues the job too, but at the default priority: this requeue keeps a
 		// due deadline's follow-up (its JobSet deletion) ahead of status churn.
 		klog.FromContext(ctx).V(4).Info("Cache behind the controller's own write; waiting for it")
-		return reconcile.Result{RequeueAfter: conflictRetry, Priority: ptr.To(killPriority)}, nil
+		return reconcile.Result{RequeueAfter: cacheRetry, Priority: ptr.To(killPriority)}, nil
 	}
 	var evs []event
 	var applyErr error
@@ -154,17 +164,20 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	acts := applyLifecycle(tj, st, policy, r.clock.Now(), activeSince)
 	evs = append(evs, transitions(&tj.Status, st)...)
 	evs = append(evs, acts.events...)
-	if !apiequality.Semantic.DeepEqual(&tj.Status, st) {
+	if apiequality.Semantic.DeepEqual(&tj.Status, st) {
+		r.mirrors.forget(ctrl.ObjectKeyFromObject(tj))
+	} else if batched = r.mirrors.wait(ctrl.ObjectKeyFromObject(tj), mirrorOnly(&tj.Status, st), r.clock.Now()); batched == 0 {
+		// A merge patch of what changed, at no particular version: the status is this
+		// controller's alone, and a write of someone else's (Kueue's spec.suspend, say) in
+		// between is no reason to refuse it. That write's own event reconciles the job again.
+		read := tj.DeepCopy()
 		tj.Status = *st
-		replaced := tj.ResourceVersion
-		if err := r.client.Status().Update(ctx, tj); apierrors.IsConflict(err) && applyErr == nil {
-			// Someone (often Kueue) wrote the TrainJob meanwhile: start over from it.
-			klog.FromContext(ctx).V(3).Info("TrainJob changed while reconciling; retrying")
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		if err := r.client.Status().Patch(ctx, tj, ctrl.MergeFrom(read)); apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil // deleted meanwhile: nothing left to write
 		} else if err != nil {
 			return reconcile.Result{}, errors.Join(applyErr, fmt.Errorf("writing status: %w", err))
 		}
-		r.expect.statusWritten(ctrl.ObjectKeyFromObject(tj), replaced, r.clock.Now())
+		r.expect.statusWritten(ctrl.ObjectKeyFromObject(tj), read.ResourceVersion, tj.ResourceVersion, r.clock.Now())
 	}
 	for _, e := range evs {
 		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
