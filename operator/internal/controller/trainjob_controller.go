@@ -104,11 +104,13 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (res reconcile.Result, err error) {
 	// How long a status change left for a later write (one that only mirrors) may wait:
-	// the job is reconciled again, and the change written, when its batch ends.
+	// the job is reconciled again, and the change written, when its batch ends. At the
+	// default priority, not a timer's: batches must not hold up the deadlines and TTLs that
+	// fall due meanwhile, and that reconcile sets the job's timer again.
 	var batched time.Duration
 	defer func() {
 		if err == nil && batched > 0 && !res.Requeue && (res.RequeueAfter == 0 || batched < res.RequeueAfter) {
-			res.RequeueAfter = batched
+			res.RequeueAfter, res.Priority = batched, nil
 		}
 	}()
 	js := &jobsetv1alpha2.JobSet{}
