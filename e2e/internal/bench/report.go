@@ -118,6 +118,7 @@ func writeReport(o Options, results []*runResult, started time.Time, took time.D
 	ttl := func(r *runResult) []time.Duration { return r.TTLLag }
 	row(fmt.Sprintf("TTL: due to TrainJob deleted, p50 (%s of the failed ones, TTL %ds; upstream has no TTL)", count((o.Jobs+1)/2), int(o.TTL.Seconds())), lagFigure(ttl, 50), " ms", 0, false)
 	row("TTL: due to TrainJob deleted, p99", lagFigure(ttl, 99), " ms", 0, false)
+	row("TTLs that never fired", func(r *runResult) (float64, bool) { return float64(r.TTLMissed), r.Trainer == kiln && r.Submit != 0 }, "", 0, false)
 	adm := func(r *runResult) []time.Duration { return r.AdmissionLag }
 	row(fmt.Sprintf("Kueue admission to JobSet running, p50 (%s queued TrainJobs)", count(o.QueuedJobs)), lagFigure(adm, 50), " ms", 0, false)
 	row("Kueue admission to JobSet running, p99", lagFigure(adm, 99), " ms", 0, false)

@@ -60,7 +60,6 @@ type runResult struct {
 	MemoryJobs                  int
 	RSS, MemoryPeakRSS, PeakRSS int64
 	CPU                         time.Duration
-	PhaseDurations              map[string]time.Duration
 }
 
 const (
@@ -164,17 +163,25 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	}); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
-		got := e.tracker.count(e.tracker.jobSetSeen, ns)
-		return got == n, fmt.Sprintf("%d of %d", got, n)
-	}); err != nil {
+	last, err := e.allJobSets(ctx, ns, n, 10*time.Minute)
+	if err != nil {
 		return err
 	}
-	r.Limit = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
+	r.Limit = last.Sub(start)
 	e.logf("limit: %d JobSets created directly in %s", n, r.Limit.Round(time.Millisecond))
 	// They are not TrainJobs; they must not weigh on the memory figure. Nothing timed
 	// follows, so the namespace controller deletes them while the memory scenario starts.
 	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// allJobSets waits until n JobSets of namespace ns have been seen, and says when the last
+// of them was.
+func (e *env) allJobSets(ctx context.Context, ns string, n int, timeout time.Duration) (time.Time, error) {
+	err := waitFor(ctx, timeout, "every JobSet", func() (bool, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	})
+	return e.tracker.latest(e.tracker.jobSetSeen, ns), err
 }
 
 // settle waits until namespace ns has no Jobs and no pods left, so that the garbage
@@ -251,13 +258,11 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 10*time.Minute, "every JobSet", func() (bool, string) {
-		got := e.tracker.count(e.tracker.jobSetSeen, ns)
-		return got == n, fmt.Sprintf("%d of %d", got, n)
-	}); err != nil {
+	last, err := e.allJobSets(ctx, ns, n, 10*time.Minute)
+	if err != nil {
 		return err
 	}
-	r.AllJobSets = e.tracker.latest(e.tracker.jobSetSeen, ns).Sub(start)
+	r.AllJobSets = last.Sub(start)
 	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
@@ -396,10 +401,7 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	e.logf("memory: %d TrainJobs created in %s", n, time.Since(begin).Round(100*time.Millisecond))
-	if err := waitFor(ctx, 15*time.Minute, "every JobSet", func() (bool, string) {
-		got := e.tracker.count(e.tracker.jobSetSeen, ns)
-		return got == n, fmt.Sprintf("%d of %d", got, n)
-	}); err != nil {
+	if _, err := e.allJobSets(ctx, ns, n, 15*time.Minute); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second)
