@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,20 +15,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/api/testing/pinned"
 )
 
 // upstreamDir is the pinned Kubeflow Trainer module (tools/trainer), the reference for
 // wire compatibility.
 func upstreamDir(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/trainer/v2")
-	cmd.Dir = filepath.Join("..", "..", "..", "tools", "trainer")
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
+	dir, err := pinned.ModuleDir("trainer", "github.com/kubeflow/trainer/v2")
 	if err != nil {
-		t.Fatalf("locating the upstream Kubeflow Trainer module: %v", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return dir
 }
 
 // stripDescriptions removes every "description" so that schemas compare by shape.

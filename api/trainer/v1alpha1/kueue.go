@@ -1,14 +1,7 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
-
-// KueueGroupVersion is the Kueue API Kiln reads (Workloads, LocalQueues, ClusterQueues), as
-// unstructured objects: Kueue's own module requires k8s.io/kubernetes, which no library
-// should import.
-var KueueGroupVersion = schema.GroupVersion{Group: "kueue.x-k8s.io", Version: "v1beta2"}
-
-// Kueue's labels, which Kiln reads and sets on TrainJobs (Kueue's own API is not imported:
-// its module requires k8s.io/kubernetes).
+// Kueue's labels, which Kiln reads and sets on TrainJobs. Kueue's objects are read with
+// Kueue's own types, through package github.com/kiln-ml/kiln/api/kueue.
 const (
 	// KueueQueueNameLabel names the LocalQueue a job waits in.
 	KueueQueueNameLabel = "kueue.x-k8s.io/queue-name"

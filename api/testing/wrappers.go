@@ -1,0 +1,276 @@
+package testing
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// TrainJobWrapper builds a TrainJob.
+type TrainJobWrapper struct{ trainer.TrainJob }
+
+// MakeTrainJob is a TrainJob on the ClusterTrainingRuntime torch-distributed, with a UID
+// derived from its name (what the apiserver would give it; owner references need one).
+func MakeTrainJob(name, ns string) *TrainJobWrapper {
+	return &TrainJobWrapper{trainer.TrainJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 1},
+		Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}},
+	}}
+}
+
+// Obj returns the TrainJob.
+func (w *TrainJobWrapper) Obj() *trainer.TrainJob { return &w.TrainJob }
+
+// Clone returns a builder of a copy.
+func (w *TrainJobWrapper) Clone() *TrainJobWrapper {
+	return &TrainJobWrapper{*w.DeepCopy()}
+}
+
+// UID sets metadata.uid.
+func (w *TrainJobWrapper) UID(uid string) *TrainJobWrapper {
+	w.ObjectMeta.UID = types.UID(uid)
+	return w
+}
+
+// Generation sets metadata.generation.
+func (w *TrainJobWrapper) Generation(g int64) *TrainJobWrapper {
+	w.ObjectMeta.Generation = g
+	return w
+}
+
+// Created sets metadata.creationTimestamp.
+func (w *TrainJobWrapper) Created(t time.Time) *TrainJobWrapper {
+	w.CreationTimestamp = metav1.NewTime(t)
+	return w
+}
+
+// Label sets a label.
+func (w *TrainJobWrapper) Label(k, v string) *TrainJobWrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[k] = v
+	return w
+}
+
+// Queue puts the TrainJob in a Kueue LocalQueue.
+func (w *TrainJobWrapper) Queue(name string) *TrainJobWrapper {
+	return w.Label(trainer.KueueQueueNameLabel, name)
+}
+
+// RuntimeRef points the TrainJob at a runtime of kind (TrainingRuntime or ClusterTrainingRuntime).
+func (w *TrainJobWrapper) RuntimeRef(kind, name string) *TrainJobWrapper {
+	w.Spec.RuntimeRef = trainer.RuntimeRef{Name: name, Kind: ptr.To(kind), APIGroup: ptr.To(trainer.GroupVersion.Group)}
+	return w
+}
+
+// Suspend sets spec.suspend.
+func (w *TrainJobWrapper) Suspend(s bool) *TrainJobWrapper {
+	w.Spec.Suspend = ptr.To(s)
+	return w
+}
+
+// ManagedBy sets spec.managedBy.
+func (w *TrainJobWrapper) ManagedBy(m string) *TrainJobWrapper {
+	w.Spec.ManagedBy = ptr.To(m)
+	return w
+}
+
+// ActiveDeadlineSeconds sets spec.activeDeadlineSeconds.
+func (w *TrainJobWrapper) ActiveDeadlineSeconds(s int64) *TrainJobWrapper {
+	w.Spec.ActiveDeadlineSeconds = ptr.To(s)
+	return w
+}
+
+// TTLSecondsAfterFinished sets spec.ttlSecondsAfterFinished.
+func (w *TrainJobWrapper) TTLSecondsAfterFinished(s int32) *TrainJobWrapper {
+	w.Spec.TTLSecondsAfterFinished = ptr.To(s)
+	return w
+}
+
+func (w *TrainJobWrapper) trainer() *trainer.Trainer {
+	if w.Spec.Trainer == nil {
+		w.Spec.Trainer = &trainer.Trainer{}
+	}
+	return w.Spec.Trainer
+}
+
+// Image sets spec.trainer.image.
+func (w *TrainJobWrapper) Image(image string) *TrainJobWrapper {
+	w.trainer().Image = ptr.To(image)
+	return w
+}
+
+// Command sets spec.trainer.command.
+func (w *TrainJobWrapper) Command(cmd ...string) *TrainJobWrapper {
+	w.trainer().Command = cmd
+	return w
+}
+
+// NumNodes sets spec.trainer.numNodes.
+func (w *TrainJobWrapper) NumNodes(n int32) *TrainJobWrapper {
+	w.trainer().NumNodes = ptr.To(n)
+	return w
+}
+
+// ResourcesPerNode sets spec.trainer.resourcesPerNode.
+func (w *TrainJobWrapper) ResourcesPerNode(r corev1.ResourceRequirements) *TrainJobWrapper {
+	w.trainer().ResourcesPerNode = &r
+	return w
+}
+
+// Env adds an environment variable to spec.trainer.env.
+func (w *TrainJobWrapper) Env(name, value string) *TrainJobWrapper {
+	w.trainer().Env = append(w.trainer().Env, corev1.EnvVar{Name: name, Value: value})
+	return w
+}
+
+// RuntimePatch appends a runtime patch.
+func (w *TrainJobWrapper) RuntimePatch(p trainer.RuntimePatch) *TrainJobWrapper {
+	w.Spec.RuntimePatches = append(w.Spec.RuntimePatches, p)
+	return w
+}
+
+// StartTime sets status.startTime.
+func (w *TrainJobWrapper) StartTime(t time.Time) *TrainJobWrapper {
+	w.Status.StartTime = ptr.To(metav1.NewTime(t))
+	return w
+}
+
+// CompletionTime sets status.completionTime.
+func (w *TrainJobWrapper) CompletionTime(t time.Time) *TrainJobWrapper {
+	w.Status.CompletionTime = ptr.To(metav1.NewTime(t))
+	return w
+}
+
+// Condition sets a status condition (its observedGeneration is the job's generation).
+func (w *TrainJobWrapper) Condition(t string, s metav1.ConditionStatus, reason, message string) *TrainJobWrapper {
+	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: w.ObjectMeta.Generation,
+	})
+	return w
+}
+
+// RuntimeWrapper builds a TrainingRuntime or a ClusterTrainingRuntime.
+type RuntimeWrapper struct {
+	meta metav1.ObjectMeta
+	spec trainer.TrainingRuntimeSpec
+}
+
+// MakeRuntime is a torch runtime of one node, one replicated job "node" with a trainer
+// container "node" asking for one GPU: the shape of the catalog's torch-distributed.
+// Name it with TrainingRuntime(ns) or ClusterTrainingRuntime().
+func MakeRuntime(name string) *RuntimeWrapper {
+	return &RuntimeWrapper{
+		meta: metav1.ObjectMeta{Name: name, Labels: map[string]string{trainer.LabelFramework: "torch"}},
+		spec: trainer.TrainingRuntimeSpec{
+			MLPolicy: &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}},
+			Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{
+					Name: trainer.NodeName,
+					Template: batchv1.JobTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{trainer.LabelTrainJobAncestor: trainer.AncestorTrainer}},
+						Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+							Containers: []corev1.Container{{
+								Name:      trainer.NodeName,
+								Image:     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+								Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+							}},
+						}}},
+					},
+				}},
+			}},
+		},
+	}
+}
+
+// RunPolicy sets spec.runPolicy; nil leaves a value unset.
+func (w *RuntimeWrapper) RunPolicy(activeDeadlineSeconds *int64, ttlSecondsAfterFinished *int32) *RuntimeWrapper {
+	w.spec.RunPolicy = &trainer.RunPolicy{ActiveDeadlineSeconds: activeDeadlineSeconds, TTLSecondsAfterFinished: ttlSecondsAfterFinished}
+	return w
+}
+
+// NumNodes sets spec.mlPolicy.numNodes.
+func (w *RuntimeWrapper) NumNodes(n int32) *RuntimeWrapper {
+	w.spec.MLPolicy.NumNodes = ptr.To(n)
+	return w
+}
+
+// Spec returns the runtime's spec.
+func (w *RuntimeWrapper) Spec() *trainer.TrainingRuntimeSpec { return w.spec.DeepCopy() }
+
+// ClusterTrainingRuntime returns the runtime as a ClusterTrainingRuntime.
+func (w *RuntimeWrapper) ClusterTrainingRuntime() *trainer.ClusterTrainingRuntime {
+	return &trainer.ClusterTrainingRuntime{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.ClusterTrainingRuntimeKind},
+		ObjectMeta: *w.meta.DeepCopy(),
+		Spec:       *w.spec.DeepCopy(),
+	}
+}
+
+// TrainingRuntime returns the runtime as a TrainingRuntime in namespace ns.
+func (w *RuntimeWrapper) TrainingRuntime(ns string) *trainer.TrainingRuntime {
+	m := *w.meta.DeepCopy()
+	m.Namespace = ns
+	return &trainer.TrainingRuntime{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+		ObjectMeta: m,
+		Spec:       *w.spec.DeepCopy(),
+	}
+}
+
+// JobSetWrapper builds a JobSet as the JobSet controller reports it.
+type JobSetWrapper struct{ jobsetv1alpha2.JobSet }
+
+// MakeJobSet is a JobSet of the TrainJob tj (same name and namespace, controlled by it).
+func MakeJobSet(tj *trainer.TrainJob) *JobSetWrapper {
+	return &JobSetWrapper{jobsetv1alpha2.JobSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: tj.Name, Namespace: tj.Namespace, UID: types.UID("uid-jobset-" + tj.Name), Generation: 1,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: tj.Name, UID: tj.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+	}}
+}
+
+// Obj returns the JobSet.
+func (w *JobSetWrapper) Obj() *jobsetv1alpha2.JobSet { return &w.JobSet }
+
+// Suspend sets spec.suspend.
+func (w *JobSetWrapper) Suspend(s bool) *JobSetWrapper {
+	w.Spec.Suspend = ptr.To(s)
+	return w
+}
+
+// OwnedBy replaces the JobSet's controller with a TrainJob of that name and UID.
+func (w *JobSetWrapper) OwnedBy(name, uid string) *JobSetWrapper {
+	w.OwnerReferences[0].Name, w.OwnerReferences[0].UID = name, types.UID(uid)
+	return w
+}
+
+// ReplicatedJobStatus adds the counts of a replicated job's Jobs.
+func (w *JobSetWrapper) ReplicatedJobStatus(name string, ready, succeeded, failed, active, suspended int32) *JobSetWrapper {
+	w.Status.ReplicatedJobsStatus = append(w.Status.ReplicatedJobsStatus, jobsetv1alpha2.ReplicatedJobStatus{
+		Name: name, Ready: ready, Succeeded: succeeded, Failed: failed, Active: active, Suspended: suspended,
+	})
+	return w
+}
+
+// Condition sets a status condition (Completed, Failed, Suspended, ...).
+func (w *JobSetWrapper) Condition(t jobsetv1alpha2.JobSetConditionType, s metav1.ConditionStatus, reason, message string) *JobSetWrapper {
+	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: message})
+	return w
+}
