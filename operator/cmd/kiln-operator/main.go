@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
@@ -86,7 +87,8 @@ func podNamespace() string {
 
 func run(ctx context.Context, o options) error {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme} {
+	// Kueue's types: the controller reads a queued job's Workload for its admission time.
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme, kueue.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kiln-ml/kiln/api/testing/pinned"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/runtimes"
 )
@@ -291,14 +291,32 @@ func TestRenderInitializersMatchUpstream(t *testing.T) {
 	}
 }
 
-// upstreamModuleDir is the pinned Kubeflow Trainer module.
+// upstreamModuleDir is the pinned Kubeflow Trainer module (tools/trainer). This test also
+// imports upstream's packages, at the version operator/go.mod requires:
+// TestUpstreamPinnedOnce keeps the two the same.
 func upstreamModuleDir(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/trainer/v2").Output()
+	dir, err := pinned.ModuleDir("trainer", "github.com/kubeflow/trainer/v2")
 	if err != nil {
-		t.Fatalf("locating the Kubeflow Trainer module: %v", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return dir
+}
+
+// TestUpstreamPinnedOnce fails when operator/go.mod (whose upstream packages this test
+// renders with) and tools/trainer (the upstream the platform and make bench run) disagree.
+func TestUpstreamPinnedOnce(t *testing.T) {
+	want, err := pinned.ModuleVersion("trainer", "github.com/kubeflow/trainer/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pinned.Requirement(filepath.Join("..", "..", "go.mod"), "github.com/kubeflow/trainer/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("operator/go.mod requires Kubeflow Trainer %s, tools/trainer pins %s: make them the same", got, want)
+	}
 }
 
 func decodeFile(t *testing.T, path string) []map[string]any {

@@ -26,6 +26,13 @@ import (
 	"github.com/kiln-ml/kiln/operator/internal/render"
 )
 
+// The webhook configurations, generated from these markers into config/webhook by
+// `make generate` (one source for the local platform, the tests and the chart).
+// +kubebuilder:webhookconfiguration:mutating=true,name=kiln-trainjob-defaulter
+// +kubebuilder:webhookconfiguration:mutating=false,name=kiln-trainjob-validator
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=defaulter.trainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
+// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=validator.trainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
+
 // Paths the webhooks are served at (the same as Kubeflow Trainer's).
 const (
 	MutatePath   = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"

@@ -7,17 +7,12 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,18 +22,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/kueue"
+	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
 var (
-	testEnv *envtest.Environment
+	testEnv *ctrlenvtest.Environment
 	cfg     *rest.Config
 	k8s     client.Client
 	cancel  context.CancelFunc
@@ -49,34 +46,23 @@ func TestIntegration(t *testing.T) {
 	RunSpecs(t, "Operator integration")
 }
 
-// jobSetCRDs is the JobSet CRD of the pinned JobSet module (tools/jobset), so that its
-// version always matches the controller the platform runs.
-func jobSetCRDs() string {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset")
-	cmd.Dir = filepath.Join("..", "..", "..", "tools", "jobset")
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "locating the pinned JobSet module")
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "components", "crd", "bases")
-}
-
 var _ = BeforeSuite(func() {
 	EnforceDefaultTimeoutsWhenUsingContexts()
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must name bin/ (make test-integration sets it)")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "api", "config", "crd"), jobSetCRDs()},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: webhookInstallOptions(),
-	}
 	var err error
+	// Kiln's generated webhooks, except for what a spec creates as if they had been down.
+	testEnv, err = kilnenvtest.New(kilnenvtest.Options{Webhooks: true, WebhookObjectSelector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: labelSkipAdmission, Operator: metav1.LabelSelectorOpDoesNotExist}},
+	}})
+	Expect(err).NotTo(HaveOccurred())
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(trainer.AddToScheme(scheme)).To(Succeed())
 	Expect(jobsetv1alpha2.AddToScheme(scheme)).To(Succeed())
+	Expect(kueue.AddToScheme(scheme)).To(Succeed())
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -124,35 +110,6 @@ const preservingUser = "system:serviceaccount:kueue-system:kueue-controller-mana
 // labelSkipAdmission lets a spec create a TrainJob the webhooks would reject, as if it
 // had been created while they were down.
 const labelSkipAdmission = "test.kiln.dev/skip-admission"
-
-func webhookInstallOptions() envtest.WebhookInstallOptions {
-	selector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: labelSkipAdmission, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"trainer.kubeflow.org"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"trainjobs"}},
-	}}
-	none := admissionregistrationv1.SideEffectClassNone
-	fail := admissionregistrationv1.Fail
-	client := func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "kiln", Namespace: "default", Path: &path}}
-	}
-	return envtest.WebhookInstallOptions{
-		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{{
-			ObjectMeta: metav1.ObjectMeta{Name: "kiln-trainjob-defaulter"},
-			Webhooks: []admissionregistrationv1.MutatingWebhook{{
-				Name: "defaulter.trainjob.kiln.dev", ClientConfig: client(kilnwebhook.MutatePath), Rules: rules,
-				ObjectSelector: selector, SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
-			}},
-		}},
-		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{{
-			ObjectMeta: metav1.ObjectMeta{Name: "kiln-trainjob-validator"},
-			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-				Name: "validator.trainjob.kiln.dev", ClientConfig: client(kilnwebhook.ValidatePath), Rules: rules,
-				ObjectSelector: selector, SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
-			}},
-		}},
-	}
-}
 
 // updateTrainJob applies mutate to the latest TrainJob and updates it, retrying when the
 // controller wrote its status in between.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/runtimes"
 )
@@ -41,13 +42,8 @@ func namespacedTorchRuntime(ctx context.Context, ns, name string) *trainer.Train
 }
 
 func newTrainJob(ns, name, runtime string) *trainer.TrainJob {
-	return &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: runtime, Kind: ptr.To(trainer.TrainingRuntimeKind)},
-			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"torchrun", "train.py"}},
-		},
-	}
+	return kilntesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, runtime).
+		NumNodes(2).Command("torchrun", "train.py").Obj()
 }
 
 func jobSetOf(ctx context.Context, g Gomega, tj *trainer.TrainJob) *jobsetv1alpha2.JobSet {

@@ -47,29 +47,29 @@ func TestMirrorOnly(t *testing.T) {
 func TestMirrorBatches(t *testing.T) {
 	tj := types.NamespacedName{Namespace: "ns", Name: "job"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var b mirrorBatches
+	var b statusBatches
 	if got := b.wait(tj, false, now); got != 0 {
 		t.Fatalf("a change that means something waits %s", got)
 	}
-	if got := b.wait(tj, true, now); got != mirrorBatchPeriod {
+	if got := b.wait(tj, true, now); got != statusBatchPeriod {
 		t.Fatalf("a first mirrored change waits %s, want the period", got)
 	}
 	// A later mirrored change waits for the same write, not a period of its own.
-	if got := b.wait(tj, true, now.Add(300*time.Millisecond)); got != mirrorBatchPeriod-300*time.Millisecond {
+	if got := b.wait(tj, true, now.Add(300*time.Millisecond)); got != statusBatchPeriod-300*time.Millisecond {
 		t.Fatalf("a second mirrored change waits %s", got)
 	}
-	if got := b.wait(tj, true, now.Add(mirrorBatchPeriod)); got != 0 {
+	if got := b.wait(tj, true, now.Add(statusBatchPeriod)); got != 0 {
 		t.Fatalf("at the end of the period, it still waits %s", got)
 	}
 	// Written: the next mirrored change starts a new period.
-	if got := b.wait(tj, true, now.Add(2*mirrorBatchPeriod)); got != mirrorBatchPeriod {
+	if got := b.wait(tj, true, now.Add(2*statusBatchPeriod)); got != statusBatchPeriod {
 		t.Fatalf("after a write, a mirrored change waits %s, want the period", got)
 	}
 	// A change that means something is written at once, and carries the one that waited.
-	if got := b.wait(tj, false, now.Add(2*mirrorBatchPeriod+time.Millisecond)); got != 0 {
+	if got := b.wait(tj, false, now.Add(2*statusBatchPeriod+time.Millisecond)); got != 0 {
 		t.Fatalf("a change that means something waits %s", got)
 	}
-	if got := b.wait(tj, true, now.Add(2*mirrorBatchPeriod+2*time.Millisecond)); got != mirrorBatchPeriod {
+	if got := b.wait(tj, true, now.Add(2*statusBatchPeriod+2*time.Millisecond)); got != statusBatchPeriod {
 		t.Fatalf("after that write, a mirrored change waits %s, want the period", got)
 	}
 	b.forget(tj)

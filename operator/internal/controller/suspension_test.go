@@ -14,7 +14,7 @@ func TestUnsuspendedAt(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	entry := func(manager string, at time.Duration, subresource, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource,
-			Time: ptr.To(metav1.NewTime(t0.Add(at))), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+			Time: ptr.To(metav1.NewTime(t0.Add(at))), FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	const suspend = `{"f:spec":{"f:suspend":{}}}`
 	const labels = `{"f:metadata":{"f:labels":{"f:team":{}}}}`

@@ -133,9 +133,9 @@ func (s *snapshotSpecs) decode(tj *trainer.TrainJob, cm *corev1.ConfigMap) (*tra
 	spec, ok := s.byData[data]
 	s.mu.Unlock()
 	if !ok {
-		snap := &trainer.RuntimeSnapshot{}
-		if err := yaml.UnmarshalStrict([]byte(data), snap); err != nil {
-			return nil, fmt.Errorf("decoding runtime snapshot %s: %w", cm.Name, err)
+		snap, err := trainer.DecodeRuntimeSnapshot(cm)
+		if err != nil {
+			return nil, err
 		}
 		spec = &snap.Spec
 	}
@@ -156,4 +156,21 @@ func (s *snapshotSpecs) forget(tj types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byJob, tj)
+}
+
+// runPolicy is the TrainJob's deadline and TTL: its own, else its pinned runtime's.
+func (r *TrainJobReconciler) runPolicy(ctx context.Context, tj *trainer.TrainJob) (trainer.EffectiveRunPolicy, error) {
+	policy := trainer.ResolveRunPolicy(&tj.Spec, nil)
+	if policy.ActiveDeadlineSeconds != nil && policy.TTLSecondsAfterFinished != nil {
+		return policy, nil
+	}
+	rt, err := r.pinnedRuntime(ctx, tj)
+	if errors.Is(err, errRuntimeNotFound) || errors.Is(err, errForeignSnapshot) {
+		// Nothing runs without a runtime; the render reports why.
+		return policy, nil
+	}
+	if err != nil {
+		return policy, err
+	}
+	return trainer.ResolveRunPolicy(&tj.Spec, rt.RunPolicy), nil
 }

@@ -17,11 +17,11 @@ func TestKeepSuspendOwners(t *testing.T) {
 	at := metav1.Now()
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:suspend":{},"f:trainer":{"f:image":{}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:suspend":{},"f:trainer":{"f:image":{}}}}`)},
 		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:trainer":{"f:image":{}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:trainer":{"f:image":{}}}}`)},
 		{Manager: "kiln", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at, Subresource: "status",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:conditions":{}}}`)},
 	}}}
 	if _, err := keepSuspendOwners(tj); err != nil {
 		t.Fatal(err)
@@ -29,8 +29,8 @@ func TestKeepSuspendOwners(t *testing.T) {
 	if len(tj.ManagedFields) != 1 || tj.ManagedFields[0].Manager != "kubectl" || !tj.ManagedFields[0].Time.Equal(&at) {
 		t.Fatalf("kept %+v, want only kubectl's entry with its time", tj.ManagedFields)
 	}
-	if !ownsSuspend(tj.ManagedFields[0].FieldsV1.Raw) || string(tj.ManagedFields[0].FieldsV1.Raw) != `{"f:spec":{"f:suspend":{}}}` {
-		t.Fatalf("kept fields %s, want spec.suspend only", tj.ManagedFields[0].FieldsV1.Raw)
+	if !ownsSuspend(tj.ManagedFields[0].FieldsV1.GetRawBytes()) || string(tj.ManagedFields[0].FieldsV1.GetRawBytes()) != `{"f:spec":{"f:suspend":{}}}` {
+		t.Fatalf("kept fields %s, want spec.suspend only", tj.ManagedFields[0].FieldsV1.GetRawBytes())
 	}
 	// What a resume is timed from is unchanged by the transform.
 	tj.Spec.Suspend = ptr.To(false)

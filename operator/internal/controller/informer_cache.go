@@ -94,10 +94,11 @@ func keepSuspendOwners(obj any) (any, error) {
 	}
 	var kept []metav1.ManagedFieldsEntry
 	for _, mf := range tj.ManagedFields {
-		if mf.Subresource != "" || mf.FieldsV1 == nil || !ownsSuspend(mf.FieldsV1.Raw) {
+		if mf.Subresource != "" || mf.FieldsV1 == nil || !ownsSuspend(mf.FieldsV1.GetRawBytes()) {
 			continue
 		}
-		mf.FieldsV1 = &metav1.FieldsV1{Raw: suspendOnly}
+		// One shared slice for every cached TrainJob; the setters would copy it for each.
+		mf.FieldsV1 = &metav1.FieldsV1{Raw: suspendOnly} //nolint:staticcheck // SA1019: sharing is the point
 		kept = append(kept, mf)
 	}
 	tj.ManagedFields = kept

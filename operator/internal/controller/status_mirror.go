@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,10 +23,10 @@ func finished(st *trainer.TrainJobStatus) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && c.Reason != trainer.TrainJobRuntimeNotFoundReason
 }
 
-// observe computes the TrainJob's status from its spec and JobSet (nil when there is none).
+// observe computes the TrainJob's status from its spec and JobSet (nil when there is none):
+// the JobSet's counts and its Completed/Failed outcome mirrored, and the Suspended condition.
 func observe(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) *trainer.TrainJobStatus {
 	st := tj.Status.DeepCopy()
-	gen := tj.Generation
 	if js != nil {
 		st.JobsStatus = nil
 		for _, rj := range js.Status.ReplicatedJobsStatus {
@@ -42,28 +46,35 @@ func observe(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) *trainer.TrainJobS
 			} {
 				if c := meta.FindStatusCondition(js.Status.Conditions, jsType.from); c != nil && c.Status == metav1.ConditionTrue {
 					meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-						Type: jsType.to, Status: metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, ObservedGeneration: gen,
+						Type: jsType.to, Status: metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, ObservedGeneration: tj.Generation,
 					})
 				}
 			}
 		}
 	}
-	switch {
-	case finished(st):
-		// A finished TrainJob keeps the Suspended condition it had.
-	case ptr.Deref(tj.Spec.Suspend, false):
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue,
-			Reason: trainer.TrainJobSuspendedReason, Message: trainer.TrainJobSuspendedMessage, ObservedGeneration: gen,
-		})
-	case meta.IsStatusConditionTrue(st.Conditions, trainer.TrainJobSuspended):
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse,
-			Reason: trainer.TrainJobResumedReason, Message: trainer.TrainJobResumedMessage, ObservedGeneration: gen,
-		})
-	}
+	suspensionCondition(tj, st)
 	orderConditions(st.Conditions)
 	return st
+}
+
+// runtimeAvailability fails the job while its runtime is missing (applyErr says so), and
+// ends that failure once the runtime appeared: False, not removed, so that the transition
+// stays visible and the status is never empty.
+func runtimeAvailability(tj *trainer.TrainJob, st *trainer.TrainJobStatus, applyErr error) []event {
+	if errors.Is(applyErr, errRuntimeNotFound) {
+		msg := fmt.Sprintf("%s %q not found: create it, or point spec.runtimeRef at an existing runtime", runtimeKind(tj), tj.Spec.RuntimeRef.Name)
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: trainer.TrainJobRuntimeNotFoundReason, ObservedGeneration: tj.Generation, Message: msg,
+		})
+		return []event{{corev1.EventTypeWarning, ReasonRuntimeNotFound, msg}}
+	}
+	if c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed); c != nil && c.Reason == trainer.TrainJobRuntimeNotFoundReason && applyErr == nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeFoundReason, ObservedGeneration: tj.Generation,
+			Message: fmt.Sprintf("%s %q found", runtimeKind(tj), tj.Spec.RuntimeRef.Name),
+		})
+	}
+	return nil
 }
 
 // orderConditions keeps the conditions that are False first and True last, so the State

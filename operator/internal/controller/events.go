@@ -1,0 +1,63 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// Event reasons.
+const (
+	ReasonCreated         = "Created"
+	ReasonSuspended       = "Suspended"
+	ReasonResumed         = "Resumed"
+	ReasonCompleted       = "Completed"
+	ReasonFailed          = "Failed"
+	ReasonRuntimeNotFound = "RuntimeNotFound"
+	ReasonRenderFailed    = "RenderFailed"
+	ReasonTTLExpired      = "TTLExpired"
+)
+
+// event is recorded once the status write that it describes succeeded.
+type event struct {
+	kind, reason, note string
+}
+
+// record records the events of a reconcile whose status write succeeded.
+func (r *TrainJobReconciler) record(tj *trainer.TrainJob, evs []event) {
+	for _, e := range evs {
+		r.recorder.Eventf(tj, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
+	}
+}
+
+// transitions are the events a status change deserves. The deadline and a missing
+// runtime record their own, with what the job should do about them.
+func transitions(before, after *trainer.TrainJobStatus) []event {
+	var evs []event
+	turned := func(t string, s metav1.ConditionStatus, reason string) *metav1.Condition {
+		a := meta.FindStatusCondition(after.Conditions, t)
+		if a == nil || a.Status != s || (reason != "" && a.Reason != reason) {
+			return nil
+		}
+		b := meta.FindStatusCondition(before.Conditions, t)
+		if b != nil && b.Status == a.Status && b.Reason == a.Reason {
+			return nil
+		}
+		return a
+	}
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionTrue, ""); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonSuspended, c.Message})
+	}
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonResumed, c.Message})
+	}
+	if c := turned(trainer.TrainJobComplete, metav1.ConditionTrue, ""); c != nil {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonCompleted, "TrainJob completed: " + c.Message})
+	}
+	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && c.Reason != trainer.TrainJobRuntimeNotFoundReason && c.Reason != trainer.TrainJobDeadlineExceededReason {
+		evs = append(evs, event{corev1.EventTypeWarning, ReasonFailed, "TrainJob failed: " + c.Message})
+	}
+	return evs
+}

@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/operator/internal/render"
+)
+
+// reconcileJobSet creates the JobSet, or updates it while the TrainJob or the JobSet is
+// suspended (the only time a JobSet's pod templates may change): that is how suspension,
+// resumption and Kueue's runtime patches reach it. A running JobSet is left alone.
+func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) ([]event, error) {
+	if js != nil && !metav1.IsControlledBy(js, tj) {
+		return nil, reconcile.TerminalError(fmt.Errorf("JobSet %s exists and is not owned by this TrainJob: delete it or rename the TrainJob", js.Name))
+	}
+	if js != nil && !ptr.Deref(tj.Spec.Suspend, false) && !ptr.Deref(js.Spec.Suspend, false) {
+		return nil, nil
+	}
+	rt, err := r.pinnedRuntime(ctx, tj)
+	if errors.Is(err, errForeignSnapshot) {
+		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, err := render.Render(tj, rt)
+	if err != nil {
+		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(err)
+	}
+	key := client.ObjectKeyFromObject(tj)
+	hash, err := renderingHash(res)
+	if err != nil {
+		return nil, err
+	}
+	if js != nil && r.applied.unchanged(key, js.UID, js.Generation, hash) {
+		return nil, nil
+	}
+	if res.NeedsSSHSecret {
+		if err := r.ensureSSHSecret(ctx, tj); err != nil {
+			return nil, err
+		}
+	}
+	if res.HostfileConfigMap != nil {
+		if _, err := r.apply(ctx, res.HostfileConfigMap); err != nil {
+			return nil, fmt.Errorf("applying MPI hostfile: %w", err)
+		}
+	}
+	applied, err := r.apply(ctx, res.JobSet)
+	if err != nil {
+		return nil, fmt.Errorf("applying JobSet: %w", err)
+	}
+	r.applied.record(key, appliedJobSet{uid: applied.GetUID(), generation: applied.GetGeneration(), rendering: hash})
+	if js == nil {
+		r.expect.jobSetCreated(key, applied.GetUID(), r.clock.Now())
+		// Recorded now: the write it describes succeeded, whatever happens to the status write.
+		klog.FromContext(ctx).V(2).Info("Created JobSet", "jobSet", klog.KObj(res.JobSet))
+		r.recorder.Eventf(tj, res.JobSet, corev1.EventTypeNormal, ReasonCreated, "Reconcile", "Created JobSet %s", res.JobSet.Name)
+	}
+	return nil, nil
+}
+
+func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, tj *trainer.TrainJob) error {
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: render.SSHSecretName(tj)}, &corev1.Secret{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	secret, err := render.NewSSHSecret(tj)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating MPI SSH secret: %w", err)
+	}
+	return nil
+}
+
+// apply server-side applies obj with the controller's field owner and returns what the
+// apiserver stored.
+func (r *TrainJobReconciler) apply(ctx context.Context, obj runtime.Object) (metav1.Object, error) {
+	u, err := toApplyConfiguration(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.client.Apply(ctx, u.ApplyConfiguration, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return nil, err
+	}
+	return u.Unstructured, nil
+}
+
+// toApplyConfiguration turns a typed object into an apply request: no status, no server
+// fields, no nulls (a null would claim a field without setting it).
+func toApplyConfiguration(obj runtime.Object) (*unstructuredApply, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	u := &unstructured.Unstructured{Object: pruneNulls(m).(map[string]any)}
+	return &unstructuredApply{Unstructured: u, ApplyConfiguration: client.ApplyConfigurationFromUnstructured(u)}, nil
+}
+
+// unstructuredApply is an apply configuration whose Unstructured receives the applied
+// object (controller-runtime decodes the response into it).
+type unstructuredApply struct {
+	*unstructured.Unstructured
+	runtime.ApplyConfiguration
+}
+
+func pruneNulls(v any) any {
+	switch o := v.(type) {
+	case map[string]any:
+		for k, val := range o {
+			if val == nil {
+				delete(o, k)
+				continue
+			}
+			o[k] = pruneNulls(val)
+		}
+	case []any:
+		for i := range o {
+			o[i] = pruneNulls(o[i])
+		}
+	}
+	return v
+}
+
+// appliedJobSets remembers, per TrainJob, what this process last applied to its JobSet
+// and the JobSet generation that write produced. A suspended TrainJob is reconciled on
+// every status change of its JobSet; re-applying an unchanged rendering would cost an
+// apiserver write and two admission webhook calls each time. The memory is only an
+// optimisation: after a restart, or when anyone else changed the JobSet's spec (its
+// generation moved), the JobSet is applied again.
+type appliedJobSets struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]appliedJobSet
+}
+
+type appliedJobSet struct {
+	uid        types.UID
+	generation int64
+	rendering  [sha256.Size]byte
+}
+
+// renderingHash identifies everything reconcileJobSet writes for a rendering.
+func renderingHash(res *render.Result) ([sha256.Size]byte, error) {
+	data, err := json.Marshal(struct {
+		JobSet, Hostfile any
+		SSH              bool
+	}{res.JobSet, res.HostfileConfigMap, res.NeedsSSHSecret})
+	if err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("hashing the rendered JobSet: %w", err)
+	}
+	return sha256.Sum256(data), nil
+}
+
+// unchanged says that the JobSet (uid, generation) is what this process applied for
+// the same rendering.
+func (a *appliedJobSets) unchanged(tj types.NamespacedName, uid types.UID, generation int64, rendering [sha256.Size]byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.m[tj]
+	return ok && rec.uid == uid && rec.generation == generation && rec.rendering == rendering
+}
+
+func (a *appliedJobSets) record(tj types.NamespacedName, rec appliedJobSet) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[types.NamespacedName]appliedJobSet{}
+	}
+	a.m[tj] = rec
+}
+
+func (a *appliedJobSets) forget(tj types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, tj)
+}

@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/kiln-ml/kiln/api/kueue"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// Suspension: a suspended TrainJob's JobSet is suspended (jobset_apply.go), its
+// Suspended condition is True/Suspended, and on resume False/Resumed. Its deadline never
+// counts while it is suspended, and on resume it counts from when the job became active
+// again: Kueue's admission for a queued job, else the resume itself.
+
+// suspensionCondition sets the Suspended condition of an unfinished job from its spec.
+func suspensionCondition(tj *trainer.TrainJob, st *trainer.TrainJobStatus) {
+	switch {
+	case finished(st):
+		// A finished TrainJob keeps the Suspended condition it had.
+	case ptr.Deref(tj.Spec.Suspend, false):
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue,
+			Reason: trainer.TrainJobSuspendedReason, Message: trainer.TrainJobSuspendedMessage, ObservedGeneration: tj.Generation,
+		})
+	case meta.IsStatusConditionTrue(st.Conditions, trainer.TrainJobSuspended):
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse,
+			Reason: trainer.TrainJobResumedReason, Message: trainer.TrainJobResumedMessage, ObservedGeneration: tj.Generation,
+		})
+	}
+}
+
+// activeSince is when a running job that has no startTime yet became active, nil when
+// that is unknown (it then counts from now) or the job is not running.
+func (r *TrainJobReconciler) activeSince(ctx context.Context, tj *trainer.TrainJob, st *trainer.TrainJobStatus) *time.Time {
+	if st.StartTime != nil || ptr.Deref(tj.Spec.Suspend, false) || finished(st) {
+		return nil
+	}
+	// Kueue's admission is exact; a plain resume is read from who wrote spec.suspend.
+	if t := r.admissionTime(ctx, tj); t != nil {
+		return t
+	}
+	return unsuspendedAt(tj, r.clock.Now())
+}
+
+// admissionTime is when Kueue admitted a queued TrainJob (its Workload's Admitted
+// transition), so that a job's deadline counts from its admission even when the operator
+// saw the admission late or never saw the job suspended. Nil when the job is not queued,
+// not admitted, or Kueue is not installed.
+func (r *TrainJobReconciler) admissionTime(ctx context.Context, tj *trainer.TrainJob) *time.Time {
+	if tj.Labels[trainer.KueueQueueNameLabel] == "" {
+		return nil
+	}
+	list := &kueuev1beta2.WorkloadList{}
+	if err := r.client.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingLabels{trainer.KueueJobUIDLabel: string(tj.UID)}); err != nil {
+		if !meta.IsNoMatchError(err) {
+			klog.FromContext(ctx).V(2).Info("Could not read the TrainJob's Kueue Workload; counting from now", "err", err)
+		}
+		return nil
+	}
+	return kueue.LatestAdmission(list.Items)
+}
+
+// unsuspendedAt is when a running TrainJob was last resumed, read from its managedFields:
+// the latest instant at which a writer that owns spec.suspend changed the TrainJob. The
+// resume happened at or before that instant and after the job was created, so a deadline
+// counted from it is never early, and, unlike counting from when the operator first looks,
+// it is not late by however long the operator was away. Nil when no writer owns
+// spec.suspend (it was never set), or the job is suspended.
+func unsuspendedAt(tj *trainer.TrainJob, now time.Time) *time.Time {
+	if tj.Spec.Suspend == nil || *tj.Spec.Suspend {
+		return nil
+	}
+	var latest *time.Time
+	for _, mf := range tj.ManagedFields {
+		if mf.Subresource != "" || mf.Time == nil || mf.FieldsV1 == nil || !ownsSuspend(mf.FieldsV1.GetRawBytes()) {
+			continue
+		}
+		if t := mf.Time.Time; latest == nil || t.After(*latest) {
+			latest = &t
+		}
+	}
+	if latest == nil {
+		return nil
+	}
+	if created := tj.CreationTimestamp.Time; latest.Before(created) {
+		*latest = created
+	}
+	if latest.After(now) {
+		*latest = now
+	}
+	return latest
+}
+
+func ownsSuspend(fieldsV1 []byte) bool {
+	var fields struct {
+		Spec map[string]json.RawMessage `json:"f:spec"`
+	}
+	if err := json.Unmarshal(fieldsV1, &fields); err != nil {
+		return false
+	}
+	_, ok := fields.Spec["f:suspend"]
+	return ok
+}
