@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 )
 
@@ -45,7 +46,7 @@ func (c Chain) Authenticate(ctx context.Context, token string) (*Identity, error
 // Cached remembers an authenticator's verdicts for a while, so that a busy client costs
 // one TokenReview per TTL instead of one per request (as kube-apiserver's own webhook token
 // authenticator does). Tokens are kept only as SHA-256 digests. Failures to decide are
-// never cached.
+// never cached. A full cache forgets its least recently used token.
 type Cached struct {
 	Authenticator
 	Clock clock.PassiveClock
@@ -54,24 +55,25 @@ type Cached struct {
 	// MaxEntries bounds the memory the cache may take.
 	MaxEntries int
 
-	mu      sync.Mutex
-	entries map[[sha256.Size]byte]cachedVerdict
+	// Made on first use: callers fill the fields in a literal.
+	once  sync.Once
+	cache *cache.LRUExpireCache
 }
 
 type cachedVerdict struct {
-	id      *Identity
-	err     error
-	expires time.Time
+	id  *Identity
+	err error
 }
 
 // Authenticate implements Authenticator.
 func (c *Cached) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	c.once.Do(func() {
+		// The LRU cache needs a size; a MaxEntries of 0 has always kept one verdict.
+		c.cache = cache.NewLRUExpireCacheWithClock(max(c.MaxEntries, 1), c.Clock)
+	})
 	key := sha256.Sum256([]byte(token))
-	now := c.Clock.Now()
-	c.mu.Lock()
-	v, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok && now.Before(v.expires) {
+	if v, ok := c.cache.Get(key); ok {
+		v := v.(cachedVerdict)
 		return v.id, v.err
 	}
 	id, err := c.Authenticator.Authenticate(ctx, token)
@@ -82,21 +84,9 @@ func (c *Cached) Authenticate(ctx context.Context, token string) (*Identity, err
 	case err != nil:
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[[sha256.Size]byte]cachedVerdict{}
+	// A TTL of 0 turns caching off; the LRU cache would answer within the same clock tick.
+	if ttl > 0 {
+		c.cache.Add(key, cachedVerdict{id: id, err: err}, ttl)
 	}
-	if len(c.entries) >= c.MaxEntries {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, k)
-			}
-		}
-		if len(c.entries) >= c.MaxEntries {
-			clear(c.entries)
-		}
-	}
-	c.entries[key] = cachedVerdict{id: id, err: err, expires: now.Add(ttl)}
 	return id, err
 }

@@ -7,17 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
 type countingAuth struct {
 	calls int
-	users map[string]string
-	err   error
+	// reviewed are the tokens asked about, in order.
+	reviewed []string
+	users    map[string]string
+	err      error
 }
 
 func (c *countingAuth) Authenticate(_ context.Context, token string) (*Identity, error) {
 	c.calls++
+	c.reviewed = append(c.reviewed, token)
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -57,8 +61,57 @@ func TestCached(t *testing.T) {
 	if _, err := c.Authenticate(ctx, "other"); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("Authenticate(other) after recovery = %v", err)
 	}
-	if len(c.entries) > c.MaxEntries {
-		t.Errorf("cache holds %d entries, more than %d", len(c.entries), c.MaxEntries)
+	if n := len(c.cache.Keys()); n > c.MaxEntries {
+		t.Errorf("cache holds %d entries, more than %d", n, c.MaxEntries)
+	}
+}
+
+func TestCachedTTL(t *testing.T) {
+	for name, tc := range map[string]struct {
+		token string
+		// after is how long after the first call the second comes.
+		after        time.Duration
+		wantUser     string // "" when rejected
+		wantReviewed []string
+	}{
+		"accepted, within the TTL":          {token: "good", after: 9 * time.Second, wantUser: "alice", wantReviewed: []string{"good"}},
+		"accepted, after the TTL":           {token: "good", after: 11 * time.Second, wantUser: "alice", wantReviewed: []string{"good", "good"}},
+		"rejected, within the rejected TTL": {token: "bad", after: time.Second, wantReviewed: []string{"bad"}},
+		"rejected, after the rejected TTL":  {token: "bad", after: 3 * time.Second, wantReviewed: []string{"bad", "bad"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+			inner := &countingAuth{users: map[string]string{"good": "alice"}}
+			c := &Cached{Authenticator: inner, Clock: clk, TTL: 10 * time.Second, RejectedTTL: 2 * time.Second, MaxEntries: 10}
+			for i, after := range []time.Duration{0, tc.after} {
+				clk.SetTime(clk.Now().Add(after))
+				id, err := c.Authenticate(t.Context(), tc.token)
+				switch {
+				case tc.wantUser == "" && !errors.Is(err, ErrUnauthenticated):
+					t.Errorf("call %d: Authenticate(%s) = %v, %v; want ErrUnauthenticated", i+1, tc.token, id, err)
+				case tc.wantUser != "" && (err != nil || id.User != tc.wantUser):
+					t.Errorf("call %d: Authenticate(%s) = %v, %v; want %s", i+1, tc.token, id, err, tc.wantUser)
+				}
+			}
+			if diff := cmp.Diff(tc.wantReviewed, inner.reviewed); diff != "" {
+				t.Errorf("tokens reviewed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCachedEvictsLeastRecentlyUsed(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	inner := &countingAuth{users: map[string]string{"a": "alice", "b": "bob", "c": "carol"}}
+	c := &Cached{Authenticator: inner, Clock: clk, TTL: time.Minute, RejectedTTL: time.Minute, MaxEntries: 2}
+	// a is used after b, so c's arrival pushes out b alone; a and c stay cached.
+	for _, token := range []string{"a", "b", "a", "c", "a", "c", "b"} {
+		if _, err := c.Authenticate(t.Context(), token); err != nil {
+			t.Fatalf("Authenticate(%s) = %v", token, err)
+		}
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "b"}, inner.reviewed); diff != "" {
+		t.Errorf("tokens reviewed (-want +got):\n%s", diff)
 	}
 }
 

@@ -31,7 +31,7 @@ func (i *Interceptor) authenticate(ctx context.Context, header http.Header) (con
 	}
 	id, err := i.Authenticator.Authenticate(ctx, strings.TrimSpace(token))
 	if errors.Is(err, ErrUnauthenticated) {
-		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("%v: get a new token", err))
+		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("%w: get a new token", err))
 	}
 	if err != nil {
 		return ctx, connect.NewError(connect.CodeUnavailable, fmt.Errorf("authenticating the caller: %w", err))

@@ -54,11 +54,11 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*Identity, error
 	}
 	idToken, err := o.verifier.Verify(ctx, token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: OIDC: %v", ErrUnauthenticated, err)
+		return nil, fmt.Errorf("%w: OIDC: %w", ErrUnauthenticated, err)
 	}
 	claims := map[string]any{}
 	if err := idToken.Claims(&claims); err != nil {
-		return nil, fmt.Errorf("%w: OIDC claims: %v", ErrUnauthenticated, err)
+		return nil, fmt.Errorf("%w: OIDC claims: %w", ErrUnauthenticated, err)
 	}
 	name, _ := claims[o.cfg.UsernameClaim].(string)
 	if name == "" {

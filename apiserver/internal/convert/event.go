@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -49,5 +48,3 @@ func EventTimes(e *corev1.Event) (first, last time.Time) {
 	}
 	return first, last
 }
-
-func strconvI(i int64) string { return strconv.FormatInt(i, 10) }

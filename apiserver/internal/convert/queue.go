@@ -6,56 +6,47 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/kueue"
 )
 
 // Queue is the API's view of a Kueue LocalQueue. cq is its ClusterQueue, nil when missing
 // or not readable by the caller (then quota lists usage only).
-func Queue(lq, cq *unstructured.Unstructured) *kilnv1.Queue {
-	q := &kilnv1.Queue{Name: lq.GetName(), Namespace: lq.GetNamespace()}
-	q.ClusterQueue, _, _ = unstructured.NestedString(lq.Object, "spec", "clusterQueue")
-	for dst, f := range map[*int32]string{&q.Pending: "pendingWorkloads", &q.Reserving: "reservingWorkloads", &q.Admitted: "admittedWorkloads"} {
-		*dst = int32(nestedInt(lq.Object, "status", f))
+func Queue(u, cqu *unstructured.Unstructured) *kilnv1.Queue {
+	q := &kilnv1.Queue{Name: u.GetName(), Namespace: u.GetNamespace(), Active: true}
+	lq, err := kueue.LocalQueue(u)
+	if err != nil {
+		q.Active, q.Message = false, err.Error()
+		return q
 	}
-	q.Active = true
-	if c := meta.FindStatusCondition(conditionsOf(lq), "Active"); c != nil && c.Status != "True" {
+	q.ClusterQueue = string(lq.Spec.ClusterQueue)
+	q.Pending, q.Reserving, q.Admitted = lq.Status.PendingWorkloads, lq.Status.ReservingWorkloads, lq.Status.AdmittedWorkloads
+	if c := meta.FindStatusCondition(lq.Status.Conditions, kueuev1beta2.LocalQueueActive); c != nil && c.Status != metav1.ConditionTrue {
 		q.Active, q.Message = false, c.Message
 	}
 	used := map[[2]string]string{}
-	flavors, _, _ := unstructured.NestedSlice(lq.Object, "status", "flavorsUsage")
-	for _, f := range flavors {
-		fm, _ := f.(map[string]any)
-		flavor, _ := fm["name"].(string)
-		res, _ := fm["resources"].([]any)
-		for _, r := range res {
-			rm, _ := r.(map[string]any)
-			name, _ := rm["name"].(string)
-			total, _ := rm["total"].(string)
-			used[[2]string{flavor, name}] = total
-			q.Quota = append(q.Quota, &kilnv1.FlavorQuota{Flavor: flavor, Resource: name, Used: total})
+	for _, f := range lq.Status.FlavorsUsage {
+		for _, r := range f.Resources {
+			used[[2]string{string(f.Name), string(r.Name)}] = r.Total.String()
+			q.Quota = append(q.Quota, &kilnv1.FlavorQuota{Flavor: string(f.Name), Resource: string(r.Name), Used: r.Total.String()})
 		}
 	}
-	if cq != nil {
-		q.Quota = nil
-		groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-		for _, g := range groups {
-			gm, _ := g.(map[string]any)
-			fl, _ := gm["flavors"].([]any)
-			for _, f := range fl {
-				fm, _ := f.(map[string]any)
-				flavor, _ := fm["name"].(string)
-				res, _ := fm["resources"].([]any)
-				for _, r := range res {
-					rm, _ := r.(map[string]any)
-					name, _ := rm["name"].(string)
-					nominal := stringOf(rm["nominalQuota"])
-					u := used[[2]string{flavor, name}]
-					if u == "" {
-						u = "0"
+	if cqu != nil {
+		if cq, err := kueue.ClusterQueue(cqu); err == nil {
+			q.Quota = nil
+			for _, g := range cq.Spec.ResourceGroups {
+				for _, f := range g.Flavors {
+					for _, r := range f.Resources {
+						u := used[[2]string{string(f.Name), string(r.Name)}]
+						if u == "" {
+							u = "0"
+						}
+						q.Quota = append(q.Quota, &kilnv1.FlavorQuota{Flavor: string(f.Name), Resource: string(r.Name), Nominal: r.NominalQuota.String(), Used: u})
 					}
-					q.Quota = append(q.Quota, &kilnv1.FlavorQuota{Flavor: flavor, Resource: name, Nominal: nominal, Used: u})
 				}
 			}
 		}
@@ -64,31 +55,6 @@ func Queue(lq, cq *unstructured.Unstructured) *kilnv1.Queue {
 		return cmp.Or(strings.Compare(a.Flavor, b.Flavor), strings.Compare(a.Resource, b.Resource))
 	})
 	return q
-}
-
-// nestedInt reads a number however it was decoded (int64 from the API, float64 from
-// generic JSON).
-func nestedInt(obj map[string]any, fields ...string) int64 {
-	v, _, _ := unstructured.NestedFieldNoCopy(obj, fields...)
-	switch n := v.(type) {
-	case int64:
-		return n
-	case float64:
-		return int64(n)
-	}
-	return 0
-}
-
-func stringOf(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case int64:
-		return strconvI(t)
-	case float64:
-		return strconvI(int64(t))
-	}
-	return ""
 }
 
 // Position is where wl waits: among the pending workloads of its LocalQueue and of its

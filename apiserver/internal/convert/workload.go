@@ -9,7 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/kiln-ml/kiln/api/kueue"
 )
 
 // Workload is what Kiln needs of a Kueue Workload.
@@ -35,26 +38,31 @@ type Workload struct {
 	QueuedAt time.Time
 }
 
-// WorkloadFrom reads a Kueue v1beta2 Workload.
+// WorkloadFrom reads a Kueue Workload held as unstructured (nil when it is nil or does not
+// decode as one).
 func WorkloadFrom(u *unstructured.Unstructured) *Workload {
 	if u == nil {
 		return nil
 	}
-	wl := &Workload{Name: u.GetName(), Namespace: u.GetNamespace(), Active: true, QueuedAt: u.GetCreationTimestamp().Time}
-	wl.LocalQueue, _, _ = unstructured.NestedString(u.Object, "spec", "queueName")
-	wl.Priority = int32(nestedInt(u.Object, "spec", "priority"))
-	if a, ok, _ := unstructured.NestedBool(u.Object, "spec", "active"); ok {
-		wl.Active = a
+	kwl, err := kueue.Workload(u)
+	if err != nil {
+		return nil
 	}
-	wl.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
-	conds := conditionsOf(u)
-	wl.QuotaReserved = meta.IsStatusConditionTrue(conds, "QuotaReserved")
-	wl.Admitted = meta.IsStatusConditionTrue(conds, "Admitted")
-	wl.Finished = meta.IsStatusConditionTrue(conds, "Finished")
-	if c := meta.FindStatusCondition(conds, "QuotaReserved"); c != nil && c.Status == metav1.ConditionFalse {
+	wl := &Workload{
+		Name: kwl.Name, Namespace: kwl.Namespace, Active: ptr.Deref(kwl.Spec.Active, true), QueuedAt: kwl.CreationTimestamp.Time,
+		LocalQueue: string(kwl.Spec.QueueName), Priority: ptr.Deref(kwl.Spec.Priority, 0),
+	}
+	if kwl.Status.Admission != nil {
+		wl.ClusterQueue = string(kwl.Status.Admission.ClusterQueue)
+	}
+	conds := kwl.Status.Conditions
+	wl.QuotaReserved = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadQuotaReserved)
+	wl.Admitted = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadAdmitted)
+	wl.Finished = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadFinished)
+	if c := meta.FindStatusCondition(conds, kueuev1beta2.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionFalse {
 		wl.PendingReason, wl.PendingMessage = c.Reason, c.Message
 	}
-	if c := meta.FindStatusCondition(conds, "Evicted"); c != nil {
+	if c := meta.FindStatusCondition(conds, kueuev1beta2.WorkloadEvicted); c != nil {
 		if c.Status == metav1.ConditionTrue {
 			wl.EvictedReason, wl.EvictedMessage = c.Reason, c.Message
 		}
@@ -66,20 +74,4 @@ func WorkloadFrom(u *unstructured.Unstructured) *Workload {
 // Pending reports whether the workload waits in its queue for quota.
 func (w *Workload) Pending() bool {
 	return w != nil && w.Active && !w.QuotaReserved && !w.Finished
-}
-
-func conditionsOf(u *unstructured.Unstructured) []metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	conds := make([]metav1.Condition, 0, len(raw))
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
-			conds = append(conds, c)
-		}
-	}
-	return conds
 }

@@ -8,6 +8,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
 
@@ -37,6 +38,7 @@ func (a Attributes) String() string {
 // Authorizer asks Kubernetes whether a caller may do something (SubjectAccessReview), for
 // the reads the server answers from its shared caches. Verdicts are cached briefly, as
 // kube-apiserver's webhook authorizer does, so that a busy client costs one review per TTL.
+// A full cache forgets its least recently used verdict.
 type Authorizer struct {
 	Client authorizationclient.SubjectAccessReviewInterface
 	Clock  clock.PassiveClock
@@ -44,8 +46,9 @@ type Authorizer struct {
 	// MaxEntries bounds the memory the cache may take.
 	MaxEntries int
 
-	mu      sync.Mutex
-	entries map[authzKey]authzVerdict
+	// Made on first use: callers fill the fields in a literal.
+	once  sync.Once
+	cache *cache.LRUExpireCache
 }
 
 type authzKey struct {
@@ -56,7 +59,6 @@ type authzKey struct {
 type authzVerdict struct {
 	allowed bool
 	reason  string
-	expires time.Time
 }
 
 // Allowed reports whether the caller in ctx may do attrs, and Kubernetes' reason when not.
@@ -65,12 +67,13 @@ func (a *Authorizer) Allowed(ctx context.Context, attrs Attributes) (bool, strin
 	if id == nil {
 		return false, "", errNoCaller
 	}
+	a.once.Do(func() {
+		// The LRU cache needs a size; a MaxEntries of 0 has always kept one verdict.
+		a.cache = cache.NewLRUExpireCacheWithClock(max(a.MaxEntries, 1), a.Clock)
+	})
 	key := authzKey{caller: id.Key(), attrs: attrs}
-	now := a.Clock.Now()
-	a.mu.Lock()
-	v, ok := a.entries[key]
-	a.mu.Unlock()
-	if ok && now.Before(v.expires) {
+	if v, ok := a.cache.Get(key); ok {
+		v := v.(authzVerdict)
 		return v.allowed, v.reason, nil
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -90,22 +93,10 @@ func (a *Authorizer) Allowed(ctx context.Context, attrs Attributes) (bool, strin
 	if err != nil {
 		return false, "", fmt.Errorf("asking Kubernetes whether %s may %s: %w", id.User, attrs, err)
 	}
-	v = authzVerdict{allowed: res.Status.Allowed && !res.Status.Denied, reason: res.Status.Reason, expires: now.Add(a.TTL)}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.entries == nil {
-		a.entries = map[authzKey]authzVerdict{}
+	v := authzVerdict{allowed: res.Status.Allowed && !res.Status.Denied, reason: res.Status.Reason}
+	// A TTL of 0 turns caching off; the LRU cache would answer within the same clock tick.
+	if a.TTL > 0 {
+		a.cache.Add(key, v, a.TTL)
 	}
-	if len(a.entries) >= a.MaxEntries {
-		for k, e := range a.entries {
-			if !now.Before(e.expires) {
-				delete(a.entries, k)
-			}
-		}
-		if len(a.entries) >= a.MaxEntries {
-			clear(a.entries)
-		}
-	}
-	a.entries[key] = v
 	return v.allowed, v.reason, nil
 }

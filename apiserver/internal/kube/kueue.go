@@ -4,14 +4,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/api/kueue"
 )
 
 // Kueue's kinds, read as unstructured objects.
 var (
-	WorkloadGVK     = trainer.KueueGroupVersion.WithKind("Workload")
-	LocalQueueGVK   = trainer.KueueGroupVersion.WithKind("LocalQueue")
-	ClusterQueueGVK = trainer.KueueGroupVersion.WithKind("ClusterQueue")
+	WorkloadGVK     = kueue.GroupVersion.WithKind("Workload")
+	LocalQueueGVK   = kueue.GroupVersion.WithKind("LocalQueue")
+	ClusterQueueGVK = kueue.GroupVersion.WithKind("ClusterQueue")
 )
 
 // NewList returns an empty unstructured list of gvk's kind.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -29,7 +31,7 @@ func TestToConnect(t *testing.T) {
 		"not found":           {apierrors.NewNotFound(gr, "j"), connect.CodeNotFound},
 		"already exists":      {apierrors.NewAlreadyExists(gr, "j"), connect.CodeAlreadyExists},
 		"conflict":            {apierrors.NewConflict(gr, "j", errors.New("changed")), connect.CodeAborted},
-		"gone":                {apierrors.NewGone("too old"), connect.CodeOutOfRange},
+		"gone":                {&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonGone}}, connect.CodeOutOfRange},
 		"expired":             {apierrors.NewResourceExpired("too old"), connect.CodeOutOfRange},
 		"too many requests":   {apierrors.NewTooManyRequests("slow down", 3), connect.CodeResourceExhausted},
 		"entity too large":    {apierrors.NewRequestEntityTooLargeError("big"), connect.CodeResourceExhausted},

@@ -14,12 +14,13 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 )
 
-var kueueGroup = trainer.KueueGroupVersion.Group
+var kueueGroup = kueue.GroupVersion.Group
 
 // Queues implements kilnv1connect.QueueServiceHandler from the shared cache.
 type Queues struct {
@@ -62,7 +63,10 @@ func (s *Queues) ListQueues(ctx context.Context, req *connect.Request[kilnv1.Lis
 	res := &kilnv1.ListQueuesResponse{}
 	for i := range lqs.Items {
 		lq := &lqs.Items[i]
-		cqName, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		var cqName string
+		if typed, err := kueue.LocalQueue(lq); err == nil {
+			cqName = string(typed.Spec.ClusterQueue)
+		}
 		res.Queues = append(res.Queues, convert.Queue(lq, s.clusterQueue(ctx, cqName)))
 	}
 	slices.SortFunc(res.Queues, func(a, b *kilnv1.Queue) int {

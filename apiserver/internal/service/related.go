@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,11 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
@@ -26,15 +26,19 @@ import (
 type views struct {
 	kube *kube.Clients
 
-	mu sync.Mutex
 	// pinned holds the run policy of each job whose runtime snapshot was read, by
 	// TrainJob UID: a snapshot never changes once the operator pinned the job, so it is
-	// read (and copied out of the cache) once, not on every view.
-	pinned map[types.UID]*trainer.RunPolicy
+	// read (and copied out of the cache) once, not on every view. Least recently used
+	// first out past maxPinned.
+	pinned *lru.Cache
 }
 
 // maxPinned bounds the memory of views.pinned.
 const maxPinned = 50_000
+
+func newViews(k *kube.Clients) *views {
+	return &views{kube: k, pinned: lru.New(maxPinned)}
+}
 
 // viewOptions say what a view includes.
 type viewOptions struct {
@@ -83,9 +87,10 @@ func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.Queu
 	if err := v.kube.Cache.List(ctx, lqs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	for _, lq := range lqs.Items {
-		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
-		clusterQueueOf[lq.GetNamespace()+"/"+lq.GetName()] = cq
+	for i := range lqs.Items {
+		if lq, err := kueue.LocalQueue(&lqs.Items[i]); err == nil {
+			clusterQueueOf[lq.Namespace+"/"+lq.Name] = string(lq.Spec.ClusterQueue)
+		}
 	}
 	cq := clusterQueueOf[wl.Namespace+"/"+wl.LocalQueue]
 	var pending []*convert.Workload
@@ -123,25 +128,17 @@ func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.Ru
 	if tj.Spec.ActiveDeadlineSeconds != nil && tj.Spec.TTLSecondsAfterFinished != nil {
 		return nil
 	}
-	v.mu.Lock()
-	policy, ok := v.pinned[tj.UID]
-	v.mu.Unlock()
-	if ok {
-		return policy
+	if policy, ok := v.pinned.Get(tj.UID); ok {
+		return policy.(*trainer.RunPolicy)
 	}
 	cm := &corev1.ConfigMap{}
 	err := v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainer.RuntimeSnapshotName(tj.Name)}, cm)
 	if err == nil && isOwnedBy(cm.OwnerReferences, tj.UID) {
-		snap := &trainer.RuntimeSnapshot{}
-		if err := yaml.Unmarshal([]byte(cm.Data[trainer.RuntimeSnapshotKey]), snap); err != nil {
+		snap, err := trainer.DecodeRuntimeSnapshot(cm)
+		if err != nil {
 			return nil
 		}
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if v.pinned == nil || len(v.pinned) >= maxPinned {
-			v.pinned = map[types.UID]*trainer.RunPolicy{}
-		}
-		v.pinned[tj.UID] = snap.Spec.RunPolicy
+		v.pinned.Add(tj.UID, snap.Spec.RunPolicy)
 		return snap.Spec.RunPolicy
 	}
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -36,7 +36,7 @@ var _ kilnv1connect.TrainJobServiceHandler = (*TrainJobs)(nil)
 
 // NewTrainJobs serves TrainJobs through k. Streams end when stop closes.
 func NewTrainJobs(k *kube.Clients, stop <-chan struct{}) *TrainJobs {
-	return &TrainJobs{kube: k, views: &views{kube: k}, stop: stop}
+	return &TrainJobs{kube: k, views: newViews(k), stop: stop}
 }
 
 func (s *TrainJobs) stopping() <-chan struct{} { return s.stop }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
+	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/server"
@@ -53,30 +53,13 @@ func TestIntegration(t *testing.T) {
 	RunSpecs(t, "API server integration")
 }
 
-// moduleDir locates a pinned tool module's source, so the CRDs always match the
-// controllers the platform runs.
-func moduleDir(tool, module string) string {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = filepath.Join("..", "..", "..", "tools", tool)
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GONOSUMDB=sigs.k8s.io/scheduler-library")
-	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "locating the pinned %s module", module)
-	return strings.TrimSpace(string(out))
-}
-
 var _ = BeforeSuite(func() {
 	EnforceDefaultTimeoutsWhenUsingContexts()
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must name bin/ (make test-integration sets it)")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "..", "api", "config", "crd"),
-			filepath.Join(moduleDir("jobset", "sigs.k8s.io/jobset"), "config", "components", "crd", "bases"),
-			filepath.Join(moduleDir("kueue", "sigs.k8s.io/kueue"), "config", "components", "crd", "bases"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
+	var err error
+	testEnv, err = kilnenvtest.New(kilnenvtest.Options{Kueue: true})
+	Expect(err).NotTo(HaveOccurred())
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	scheme, err := kube.Scheme()
@@ -186,7 +169,7 @@ func applyYAML(ctx context.Context, doc string) {
 		}
 		u := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal([]byte(part), &u.Object)).To(Succeed())
-		Expect(admin.Patch(ctx, u, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
+		Expect(admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 	}
 }
 
