@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -37,7 +38,6 @@ func main() {
 
 // asSilent reports whether err is an exit whose message was already shown.
 func asSilent(err error, ee **factory.ExitErr) bool {
-	e, ok := err.(*factory.ExitErr)
-	*ee = e
-	return ok && e.Err == nil
+	ok := errors.As(err, ee)
+	return ok && (*ee).Err == nil
 }

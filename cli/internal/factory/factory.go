@@ -4,9 +4,9 @@ package factory
 
 import (
 	"net/http"
-	"time"
 
 	"connectrpc.com/connect"
+	"k8s.io/utils/clock"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
@@ -23,8 +23,8 @@ type Factory struct {
 	ConfigPath string
 	// Overrides from global flags, applied over the configuration.
 	Context, Server, Namespace string
-	// Now is the clock (fixed in tests).
-	Now func() time.Time
+	// Clock tells the time and runs timeouts (a fake clock in tests, so that they need not wait).
+	Clock clock.Clock
 
 	// Clients returns the API clients; tests replace it.
 	Clients func() (*Clients, error)
@@ -44,7 +44,7 @@ type Clients struct {
 
 // New returns the factory of the real CLI.
 func New(io *iostreams.IOStreams) *Factory {
-	f := &Factory{IO: io, ConfigPath: clientconfig.DefaultPath(), Now: time.Now}
+	f := &Factory{IO: io, ConfigPath: clientconfig.DefaultPath(), Clock: clock.RealClock{}}
 	f.Clients = f.clients
 	return f
 }

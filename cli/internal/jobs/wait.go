@@ -1,12 +1,11 @@
 // Package jobs holds what several commands do with a job: wait for it to reach a state
-// while showing its progress, and stream its logs.
+// while showing its progress, stream its logs, and suspend or resume it.
 package jobs
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -87,7 +86,6 @@ func Wait(ctx context.Context, c kilnv1connect.TrainJobServiceClient, namespace,
 type Progress struct {
 	IO  *iostreams.IOStreams
 	Now func() time.Time
-	w   io.Writer
 	len int
 }
 

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
@@ -38,6 +39,8 @@ type Server struct {
 	jobs     map[string]*kilnv1.TrainJob
 	rv       int
 	watchers []chan *kilnv1.WatchTrainJobsResponse
+	// watchStarted is closed, and replaced, when a watch starts.
+	watchStarted chan struct{}
 	// Logs are the lines StreamLogs sends, by step.
 	Logs map[string][]string
 	// Events ListEvents returns.
@@ -52,7 +55,7 @@ type Server struct {
 // Start serves a new Server for the test's lifetime.
 func Start(t *testing.T) *Server {
 	t.Helper()
-	s := &Server{jobs: map[string]*kilnv1.TrainJob{}, Logs: map[string][]string{}}
+	s := &Server{jobs: map[string]*kilnv1.TrainJob{}, Logs: map[string][]string{}, watchStarted: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(kilnv1connect.NewTrainJobServiceHandler(s))
 	mux.Handle(kilnv1connect.NewRuntimeServiceHandler(s))
@@ -65,11 +68,11 @@ func Start(t *testing.T) *Server {
 }
 
 // Factory returns a factory whose commands call this server as namespace "team", with
-// test streams (tty: a terminal) and the fixed clock.
+// test streams (tty: a terminal) and a fake clock at Now, which only the test moves.
 func (s *Server) Factory(tty bool) (*factory.Factory, *iostreams.IOStreams) {
 	io, _, _, _ := iostreams.Test()
 	io.SetTTY(tty)
-	f := &factory.Factory{IO: io, Now: func() time.Time { return Now }, ConfigPath: "/nonexistent/kiln.yaml"}
+	f := &factory.Factory{IO: io, Clock: clocktesting.NewFakeClock(Now), ConfigPath: "/nonexistent/kiln.yaml"}
 	f.Clients = func() (*factory.Clients, error) {
 		ns := "team"
 		if f.Namespace != "" {
@@ -78,6 +81,25 @@ func (s *Server) Factory(tty bool) (*factory.Factory, *iostreams.IOStreams) {
 		return factory.NewClients(http.DefaultClient, s.URL, ns), nil
 	}
 	return f, io
+}
+
+// WaitForWatches blocks until n watches have started since the server did, or ctx ends. A
+// job Put (or deleted) after that reaches those watches as a change: a test changes a job
+// while a command watches it, rather than before the command got there.
+func (s *Server) WaitForWatches(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		started, next := len(s.watchers), s.watchStarted
+		s.mu.Unlock()
+		if started >= n {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Put stores a job (as if it changed) and tells the watchers.
@@ -223,6 +245,8 @@ func (s *Server) WatchTrainJobs(ctx context.Context, req *connect.Request[kilnv1
 	ch := make(chan *kilnv1.WatchTrainJobsResponse, 100)
 	s.mu.Lock()
 	s.watchers = append(s.watchers, ch)
+	close(s.watchStarted)
+	s.watchStarted = make(chan struct{})
 	var current []*kilnv1.TrainJob
 	for _, j := range s.jobs {
 		if match(j) {

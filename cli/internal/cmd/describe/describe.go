@@ -58,7 +58,7 @@ func run(ctx context.Context, o *Options) error {
 	if err == nil {
 		events = evs.Msg.GetEvents()
 	}
-	_, werr := fmt.Fprint(o.Factory.IO.Out, Describe(o.Factory.IO, o.Factory.Now(), res.Msg.GetTrainJob(), events, err))
+	_, werr := fmt.Fprint(o.Factory.IO.Out, Describe(o.Factory.IO, o.Factory.Clock.Now(), res.Msg.GetTrainJob(), events, err))
 	return werr
 }
 

@@ -68,5 +68,5 @@ func run(ctx context.Context, o *Options) error {
 		_, err := fmt.Fprint(io.Out, res.Msg.GetManifest())
 		return err
 	}
-	return printer.JobTable(io, o.Factory.Now(), []*kilnv1.TrainJob{j}, false, o.Output == "wide").Render(io.Out)
+	return printer.JobTable(io, o.Factory.Clock.Now(), []*kilnv1.TrainJob{j}, false, o.Output == "wide").Render(io.Out)
 }

@@ -106,5 +106,5 @@ func run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	}
-	return printer.JobTable(io, o.Factory.Now(), all.TrainJobs, o.AllNamespaces, o.Output == "wide").Render(io.Out)
+	return printer.JobTable(io, o.Factory.Clock.Now(), all.TrainJobs, o.AllNamespaces, o.Output == "wide").Render(io.Out)
 }

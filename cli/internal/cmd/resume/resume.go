@@ -3,12 +3,9 @@ package resume
 
 import (
 	"context"
-	"fmt"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 )
@@ -42,14 +39,5 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.Jobs.ResumeTrainJob(ctx, connect.NewRequest(&kilnv1.ResumeTrainJobRequest{Namespace: c.Namespace, Name: o.Name}))
-	if err != nil {
-		return err
-	}
-	j := res.Msg.GetTrainJob()
-	fmt.Fprintf(o.Factory.IO.Out, "trainjob %s/%s resumed\n", j.GetNamespace(), j.GetName())
-	if o.Factory.IO.IsTTY() {
-		fmt.Fprintln(o.Factory.IO.ErrOut, o.Factory.IO.Gray(jobs.Summary(o.Factory.IO, j, o.Factory.Now())))
-	}
-	return nil
+	return jobs.SetSuspended(ctx, c.Jobs, o.Factory.IO, o.Factory.Clock.Now, c.Namespace, o.Name, false)
 }

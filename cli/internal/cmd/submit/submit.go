@@ -6,10 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -172,26 +174,26 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil || (!o.Wait && !o.Follow) {
 		return err
 	}
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := o.Factory.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	if o.Follow {
 		err := jobs.StreamLogs(ctx, c.Jobs, io, job.GetNamespace(), job.GetName(), jobs.LogOptions{Follow: true, Prefix: true})
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
-	progress := &jobs.Progress{IO: io, Now: o.Factory.Now}
+	progress := &jobs.Progress{IO: io, Now: o.Factory.Clock.Now}
 	final, err := jobs.Wait(ctx, c.Jobs, job.GetNamespace(), job.GetName(), jobs.Finished, progress.Show)
 	progress.Done()
+	if factory.TimedOut(ctx, err) {
+		err = context.DeadlineExceeded
+	}
 	return Outcome(io.Out, io.ErrOut, final, err, o.Timeout)
 }
 
 // Outcome reports how a waited-for job ended, with the CLI's exit codes.
 func Outcome(out, errOut io.Writer, j *kilnv1.TrainJob, err error, timeout time.Duration) error {
-	if err == context.DeadlineExceeded || connect.CodeOf(err) == connect.CodeDeadlineExceeded {
+	if errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded {
 		return &factory.ExitErr{Code: factory.ExitTimeout, Err: fmt.Errorf("timed out after %s waiting for the job", timeout)}
 	}
 	if err != nil {
@@ -225,16 +227,15 @@ func (o *Options) request() (*kilnv1.CreateTrainJobRequest, error) {
 	if o.Name != "" && o.GenerateName != "" {
 		return nil, factory.Usagef("--name and --generate-name: set one")
 	}
-	deadline, err := seconds("--deadline", o.Deadline, 1)
+	// activeDeadlineSeconds is an int64, but the flag goes through a time.Duration, whose
+	// range is smaller.
+	deadline, err := seconds("--deadline", o.Deadline, 1, int64(math.MaxInt64/time.Second), "for no deadline")
 	if err != nil {
 		return nil, err
 	}
-	ttl, err := seconds("--ttl", o.TTL, 0)
+	ttl, err := seconds("--ttl", o.TTL, 0, math.MaxInt32, "to keep the job")
 	if err != nil {
 		return nil, err
-	}
-	if ttl != nil && *ttl > math.MaxInt32 {
-		return nil, factory.Usagef("--ttl %q: at most %d seconds (68 years)", o.TTL, math.MaxInt32)
 	}
 	labels, err := pairs("--label", o.Labels)
 	if err != nil {
@@ -374,12 +375,17 @@ func manifestNamespace(manifest string) string {
 	return head.Metadata.Namespace
 }
 
-// seconds parses a duration flag (90s, 45m, 8h, 2d, or plain seconds) into whole seconds.
-func seconds(flag, v string, minimum int64) (*int64, error) {
+// seconds parses a duration flag (90s, 45m, 8h, 2d, or plain seconds) into whole seconds
+// from minimum to maximum, the range of the field it fills; unset says what leaving the flag
+// out does, for the message of a duration too long.
+func seconds(flag, v string, minimum, maximum int64, unset string) (*int64, error) {
 	if v == "" {
 		return nil, nil
 	}
 	d, err := ParseDuration(v)
+	if errors.Is(err, errTooLong) || (err == nil && int64(d/time.Second) > maximum) {
+		return nil, factory.Usagef("%s %s is too long: the most is %dd (%d s); leave %s out %s", flag, v, maximum/secondsPerDay, maximum, flag, unset)
+	}
 	if err != nil || d%time.Second != 0 || int64(d/time.Second) < minimum {
 		return nil, factory.Usagef("%s %q: want whole seconds of at least %d, like 90s, 45m, 8h or 2d", flag, v, minimum)
 	}
@@ -387,25 +393,63 @@ func seconds(flag, v string, minimum int64) (*int64, error) {
 	return &s, nil
 }
 
-// ParseDuration reads Go durations, plain seconds, and days (2d, 1d12h).
+const secondsPerDay = 24 * 60 * 60
+
+// errTooLong is a duration beyond time.Duration's range (about 292 years), which would
+// otherwise wrap around to a wrong one.
+var errTooLong = errors.New("duration too long")
+
+// digits are the numbers of a duration: their values decide its size, never its syntax.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// ParseDuration reads Go durations, plain seconds, and days (2d, 1d12h). A duration too long
+// for time.Duration is an error wrapping errTooLong (too far below zero, an error of its own).
 func ParseDuration(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(n) * time.Second, nil
+	// A number out of int64's range comes back as the extreme of its sign, out of range too.
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return times(v, n, time.Second)
 	}
 	var days time.Duration
-	if d, rest, ok := strings.Cut(v, "d"); ok {
+	rest := v
+	if d, r, ok := strings.Cut(v, "d"); ok {
 		n, err := strconv.ParseInt(d, 10, 64)
-		if err != nil {
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0, err
 		}
-		days = time.Duration(n) * 24 * time.Hour
-		if rest == "" {
-			return days, nil
+		if days, err = times(v, n, 24*time.Hour); err != nil || r == "" {
+			return days, err
 		}
-		v = rest
+		rest = r
 	}
-	d, err := time.ParseDuration(v)
-	return days + d, err
+	d, err := time.ParseDuration(rest)
+	if err != nil {
+		// time.ParseDuration says the same of an overflow as of a typo: with every number
+		// made 1, only a typo still fails.
+		if _, serr := time.ParseDuration(digits.ReplaceAllString(rest, "1")); serr == nil {
+			return 0, outOfRange(v, strings.HasPrefix(rest, "-"))
+		}
+		return 0, err
+	}
+	sum := days + d
+	if (d > 0 && sum < days) || (d < 0 && sum > days) {
+		return 0, outOfRange(v, d < 0)
+	}
+	return sum, nil
+}
+
+// times is n units of v, unless that is out of time.Duration's range.
+func times(v string, n int64, unit time.Duration) (time.Duration, error) {
+	if n > int64(math.MaxInt64/unit) || n < int64(math.MinInt64/unit) {
+		return 0, outOfRange(v, n < 0)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+func outOfRange(v string, negative bool) error {
+	if negative {
+		return fmt.Errorf("%s: duration too far below zero", v)
+	}
+	return fmt.Errorf("%s: %w", v, errTooLong)
 }
 
 func pairs(flag string, kvs []string) (map[string]string, error) {

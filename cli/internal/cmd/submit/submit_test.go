@@ -2,6 +2,7 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
@@ -148,17 +150,21 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := kilntest.Start(t)
 			f, io := s.Factory(false)
-			if tc.final != kilnv1.State_STATE_UNSPECIFIED {
-				go func() {
-					for s.Job("team", "w") == nil {
-						time.Sleep(10 * time.Millisecond)
-					}
-					time.Sleep(100 * time.Millisecond)
-					j := kilntest.Job("team", "w", tc.final)
-					j.Status.Reason, j.Status.Message = "DeadlineExceeded", "TrainJob exceeded its active deadline"
-					s.Put(j)
-				}()
-			}
+			clk := clocktesting.NewFakeClock(kilntest.Now)
+			f.Clock = clk
+			go func() {
+				// Once the command created the job and watches it, so that it sees the change happen.
+				if s.WaitForWatches(t.Context(), 1) != nil {
+					return
+				}
+				if tc.final == kilnv1.State_STATE_UNSPECIFIED {
+					clk.Step(tc.timeout)
+					return
+				}
+				j := kilntest.Job("team", "w", tc.final)
+				j.Status.Reason, j.Status.Message = "DeadlineExceeded", "TrainJob exceeded its active deadline"
+				s.Put(j)
+			}()
 			err := run(t.Context(), &Options{Factory: f, Runtime: "torch-distributed", Name: "w", Wait: true, Timeout: orDefault(tc.timeout, 10*time.Second)})
 			if got := factory.ExitCode(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d; stderr %q", got, err, tc.wantCode, io.ErrOut.(interface{ String() string }).String())
@@ -181,6 +187,71 @@ func TestParseDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{"90": 90 * time.Second, "45m": 45 * time.Minute, "2d": 48 * time.Hour, "1d12h": 36 * time.Hour, "8h": 8 * time.Hour} {
 		if got, err := ParseDuration(in); err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}
+
+func TestSubmitDurationBounds(t *testing.T) {
+	const (
+		ttlTooLong      = "is too long: the most is 24855d (2147483647 s); leave --ttl out to keep the job"
+		deadlineTooLong = "is too long: the most is 106751d (9223372036 s); leave --deadline out for no deadline"
+	)
+	for name, tc := range map[string]struct {
+		flag, value  string
+		wantTTL      *int32
+		wantDeadline *int64
+		wantErr      string
+	}{
+		"ttl 0":                          {flag: "--ttl", value: "0", wantTTL: i32(0)},
+		"ttl at the most, in seconds":    {flag: "--ttl", value: "2147483647", wantTTL: i32(2147483647)},
+		"ttl at the most, in days":       {flag: "--ttl", value: "24855d", wantTTL: i32(24855 * 86400)},
+		"ttl a second over":              {flag: "--ttl", value: "2147483648", wantErr: "--ttl 2147483648 " + ttlTooLong},
+		"ttl a day over":                 {flag: "--ttl", value: "24856d", wantErr: "--ttl 24856d " + ttlTooLong},
+		"ttl of 50000 days":              {flag: "--ttl", value: "50000d", wantErr: "--ttl 50000d " + ttlTooLong},
+		"ttl that wrapped to 0":          {flag: "--ttl", value: "36028797018963968", wantErr: ttlTooLong},
+		"ttl beyond int64":               {flag: "--ttl", value: "99999999999999999999", wantErr: ttlTooLong},
+		"ttl below 0":                    {flag: "--ttl", value: "-1", wantErr: `--ttl "-1": want whole seconds of at least 0`},
+		"deadline at the most":           {flag: "--deadline", value: "9223372036", wantDeadline: i64(9223372036)},
+		"deadline a second over":         {flag: "--deadline", value: "9223372037", wantErr: "--deadline 9223372037 " + deadlineTooLong},
+		"deadline too many days":         {flag: "--deadline", value: "106752d", wantErr: deadlineTooLong},
+		"deadline too many hours":        {flag: "--deadline", value: "2562048h", wantErr: deadlineTooLong},
+		"deadline days and hours over":   {flag: "--deadline", value: "106751d24h", wantErr: deadlineTooLong},
+		"deadline that wrapped to 1 s":   {flag: "--deadline", value: "36028797018963969", wantErr: deadlineTooLong},
+		"deadline 0":                     {flag: "--deadline", value: "0", wantErr: `--deadline "0": want whole seconds of at least 1`},
+		"deadline below 0":               {flag: "--deadline", value: "-5", wantErr: `--deadline "-5": want whole seconds of at least 1`},
+		"deadline far below 0":           {flag: "--deadline", value: "-99999999999999999999", wantErr: "want whole seconds of at least 1"},
+		"deadline far below 0, in hours": {flag: "--deadline", value: "-2562048h", wantErr: "want whole seconds of at least 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parse(t, "--runtime", "r", tc.flag, tc.value)
+			if tc.wantErr != "" {
+				if code := factory.ExitCode(err); code != factory.ExitUsage || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v (exit code %d), want a usage error saying %q", err, code, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := got.GetTrainJob().GetSpec()
+			if diff := cmp.Diff(tc.wantTTL, spec.TtlSecondsAfterFinished); diff != "" {
+				t.Errorf("ttlSecondsAfterFinished (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantDeadline, spec.ActiveDeadlineSeconds); diff != "" {
+				t.Errorf("activeDeadlineSeconds (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseDurationOutOfRange(t *testing.T) {
+	for in, wantTooLong := range map[string]bool{
+		"9223372037": true, "99999999999999999999": true, "106752d": true, "2562048h": true, "106751d24h": true,
+		"-9223372037": false, "-106752d": false, "-2562048h": false, "8x": false, "1d8x": false,
+	} {
+		_, err := ParseDuration(in)
+		if err == nil || errors.Is(err, errTooLong) != wantTooLong {
+			t.Errorf("ParseDuration(%q) = %v; want an error, too long: %v", in, err, wantTooLong)
 		}
 	}
 }

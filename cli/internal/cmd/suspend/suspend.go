@@ -3,12 +3,9 @@ package suspend
 
 import (
 	"context"
-	"fmt"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 )
@@ -43,14 +40,5 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.Jobs.SuspendTrainJob(ctx, connect.NewRequest(&kilnv1.SuspendTrainJobRequest{Namespace: c.Namespace, Name: o.Name}))
-	if err != nil {
-		return err
-	}
-	j := res.Msg.GetTrainJob()
-	fmt.Fprintf(o.Factory.IO.Out, "trainjob %s/%s suspended\n", j.GetNamespace(), j.GetName())
-	if o.Factory.IO.IsTTY() {
-		fmt.Fprintln(o.Factory.IO.ErrOut, o.Factory.IO.Gray(jobs.Summary(o.Factory.IO, j, o.Factory.Now())))
-	}
-	return nil
+	return jobs.SetSuspended(ctx, c.Jobs, o.Factory.IO, o.Factory.Clock.Now, c.Namespace, o.Name, true)
 }

@@ -61,19 +61,16 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := o.Factory.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	io := o.Factory.IO
-	progress := &jobs.Progress{IO: io, Now: o.Factory.Now}
+	progress := &jobs.Progress{IO: io, Now: o.Factory.Clock.Now}
 	j, err := jobs.Wait(ctx, c.Jobs, c.Namespace, o.Name, func(j *kilnv1.TrainJob) bool {
 		return j.GetStatus().GetState() == want || jobs.Finished(j)
 	}, progress.Show)
 	progress.Done()
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded:
+	case factory.TimedOut(ctx, err) || errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded:
 		return &factory.ExitErr{Code: factory.ExitTimeout, Err: fmt.Errorf("timed out after %s waiting for %s to be %s", o.Timeout, o.Name, printer.StateName(want))}
 	case errors.Is(err, jobs.ErrDeleted):
 		return fmt.Errorf("trainjob %s/%s was deleted before it was %s", c.Namespace, o.Name, printer.StateName(want))
@@ -85,11 +82,11 @@ func run(ctx context.Context, o *Options) error {
 	if r := j.GetStatus().GetReason(); r != "" {
 		line += " (" + r + ")"
 	}
-	switch {
-	case got == want:
+	switch got {
+	case want:
 		fmt.Fprintln(io.Out, line)
 		return nil
-	case got == kilnv1.State_STATE_FAILED:
+	case kilnv1.State_STATE_FAILED:
 		fmt.Fprintf(io.ErrOut, "%s: %s\n", line, j.GetStatus().GetMessage())
 		return &factory.ExitErr{Code: factory.ExitFailed}
 	}

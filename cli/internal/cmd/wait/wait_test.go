@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/kilntest"
@@ -31,8 +33,14 @@ func TestWaitExitCodes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := kilntest.Start(t)
 			s.Put(kilntest.Job("team", "j", kilnv1.State_STATE_RUNNING))
+			f, _ := s.Factory(false)
+			clk := clocktesting.NewFakeClock(kilntest.Now)
+			f.Clock = clk
 			go func() {
-				time.Sleep(100 * time.Millisecond)
+				// Once the command watches the job, so that it sees the change happen.
+				if s.WaitForWatches(t.Context(), 1) != nil {
+					return
+				}
 				switch {
 				case tc.deleted:
 					f, _ := s.Factory(false)
@@ -40,9 +48,10 @@ func TestWaitExitCodes(t *testing.T) {
 					_, _ = c.Jobs.DeleteTrainJob(t.Context(), connectReq("team", "j"))
 				case tc.becomes != kilnv1.State_STATE_UNSPECIFIED:
 					s.Put(kilntest.Job("team", "j", tc.becomes))
+				case tc.timeout > 0:
+					clk.Step(tc.timeout)
 				}
 			}()
-			f, _ := s.Factory(false)
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 10 * time.Second
