@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -25,39 +27,32 @@ type procUsage struct {
 // readProcUsage reads a process's resident memory now and at its peak (VmRSS, VmHWM) and
 // the CPU time it used (utime+stime) from /proc.
 func readProcUsage(pid int) (procUsage, error) {
-	var u procUsage
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return u, err
+		return procUsage{}, fmt.Errorf("opening /proc: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			u.rss = kb << 10
-		case "VmHWM:":
-			u.peakRSS = kb << 10
-		}
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return procUsageOf(fs, pid)
+}
+
+func procUsageOf(fs procfs.FS, pid int) (procUsage, error) {
+	proc, err := fs.Proc(pid)
 	if err != nil {
-		return u, err
+		return procUsage{}, fmt.Errorf("reading usage of pid %d: %w", pid, err)
 	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	rest := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
-	if len(rest) < 13 {
-		return u, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	status, err := proc.NewStatus()
+	if err != nil {
+		return procUsage{}, fmt.Errorf("reading memory of pid %d: %w", pid, err)
 	}
-	utime, _ := strconv.ParseInt(rest[11], 10, 64)
-	stime, _ := strconv.ParseInt(rest[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	u.cpu = time.Duration(utime+stime) * time.Second / ticks
-	return u, nil
+	stat, err := proc.Stat()
+	if err != nil {
+		return procUsage{}, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
+	}
+	return procUsage{
+		rss:     int64(status.VmRSS), // bytes
+		peakRSS: int64(status.VmHWM),
+		// Whole clock ticks in float seconds: rounding gives back the exact duration.
+		cpu: time.Duration(math.Round(stat.CPUTime() * float64(time.Second))),
+	}, nil
 }
 
 var (

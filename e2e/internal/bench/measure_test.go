@@ -4,9 +4,124 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/procfs"
 )
+
+// TestProcUsageOfFixture pins the units on a made-up /proc: bytes from kB, seconds from
+// clock ticks (USER_HZ is 100).
+func TestProcUsageOfFixture(t *testing.T) {
+	// The 42 fields after the command name, utime and stime at 11 and 12.
+	statFields := func(utime, stime string) string {
+		f := strings.Fields(strings.Repeat("0 ", 42))
+		f[0], f[11], f[12] = "S", utime, stime
+		return strings.Join(f, " ")
+	}
+	cases := map[string]struct {
+		status, stat string
+		want         procUsage
+		wantErr      bool
+	}{
+		"controller": {
+			status: "Name:\tkiln-operator\nVmHWM:\t  81920 kB\nVmRSS:\t  65536 kB\nThreads:\t12\n",
+			stat:   "1234 (kiln-operator) " + statFields("1234", "566"),
+			want:   procUsage{rss: 64 << 20, peakRSS: 80 << 20, cpu: 18 * time.Second},
+		},
+		"command name with spaces and parentheses, one tick": {
+			status: "VmHWM:\t4 kB\nVmRSS:\t4 kB\n",
+			stat:   "1234 (a (b) c) " + statFields("0", "1"),
+			want:   procUsage{rss: 4 << 10, peakRSS: 4 << 10, cpu: 10 * time.Millisecond},
+		},
+		"201 ticks, which float seconds do not hold exactly": {
+			status: "VmHWM:\t4 kB\nVmRSS:\t4 kB\n",
+			stat:   "1234 (x) " + statFields("200", "1"),
+			want:   procUsage{rss: 4 << 10, peakRSS: 4 << 10, cpu: 2010 * time.Millisecond},
+		},
+		"truncated stat": {
+			status:  "VmRSS:\t4 kB\n",
+			stat:    "1234 (x) S 1 1",
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "1234")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for file, data := range map[string]string{"status": tc.status, "stat": tc.stat} {
+				if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fs, err := procfs.NewFS(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			got, err := procUsageOf(fs, 1234)
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Fatalf("procUsageOf() error = %v, want error: %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(procUsage{})); diff != "" {
+				t.Errorf("procUsageOf() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadProcUsageOfThisProcess reads the test process's own usage and checks it
+// against what getrusage says.
+func TestReadProcUsageOfThisProcess(t *testing.T) {
+	// Burn some CPU, so that it shows in whole clock ticks.
+	for start := cpuTime(t); cpuTime(t)-start < 100*time.Millisecond; {
+		for i := 0; i < 1e6; i++ {
+			_ = strconv.Itoa(i)
+		}
+	}
+	before := cpuTime(t)
+	got, err := readProcUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := cpuTime(t)
+
+	// A Go test binary is several MiB resident: a figure in KiB would be under 1 MiB.
+	if got.rss < 1<<20 || got.rss > 1<<40 {
+		t.Errorf("rss = %d, want bytes of a test process", got.rss)
+	}
+	if got.peakRSS < got.rss {
+		t.Errorf("peakRSS = %d, want at least rss = %d", got.peakRSS, got.rss)
+	}
+	// The kernel rounds both to clock ticks (10ms) from the same accounting.
+	const tick = 10 * time.Millisecond
+	if got.cpu < before-2*tick || got.cpu > after+2*tick {
+		t.Errorf("cpu = %v, want within a tick or two of getrusage's %v–%v", got.cpu, before, after)
+	}
+}
+
+func TestReadProcUsageUnknownPID(t *testing.T) {
+	if _, err := readProcUsage(1 << 30); err == nil { // above Linux's PID_MAX_LIMIT
+		t.Fatal("want an error for a process that does not exist")
+	}
+}
+
+// cpuTime is the user and system CPU time of the test process, from getrusage.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func TestPercentile(t *testing.T) {
 	var ds []time.Duration

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
@@ -269,20 +271,23 @@ func count(n int) string {
 
 // machine describes this machine: CPU model, cores, memory.
 func machine() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return machineOf(nil)
 	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
-			mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
+	return machineOf(&fs)
+}
+
+// machineOf leaves out what fs (nil: no /proc) cannot tell.
+func machineOf(fs *procfs.FS) string {
+	cpu, mem := "unknown CPU", ""
+	if fs != nil {
+		// Some CPUs pad their model name with spaces.
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 && strings.TrimSpace(cpus[0].ModelName) != "" {
+			cpu = strings.TrimSpace(cpus[0].ModelName)
+		}
+		if mi, err := fs.Meminfo(); err == nil && mi.MemTotal != nil {
+			mem = fmt.Sprintf(", %d GiB", (*mi.MemTotal+(1<<19))>>20) // kB, rounded
 		}
 	}
 	return fmt.Sprintf("%s, %d cores%s, %s/%s", cpu, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH)

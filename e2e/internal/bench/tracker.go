@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -188,15 +189,13 @@ func (t *tracker) onWorkload(obj any, deleted bool) {
 			owner = ref.Name
 		}
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if owner != "" && m["type"] == "Admitted" && m["status"] == "True" {
-			t.mu.Lock()
-			first(t.admittedSeen, types.NamespacedName{Namespace: u.GetNamespace(), Name: owner}, now)
-			t.mu.Unlock()
-		}
+	wl, err := kueue.Workload(u)
+	if owner == "" || err != nil || kueue.AdmittedAt(wl) == nil {
+		return
 	}
+	t.mu.Lock()
+	first(t.admittedSeen, types.NamespacedName{Namespace: u.GetNamespace(), Name: owner}, now)
+	t.mu.Unlock()
 }
 
 // count is how many keys of m are in namespace ns.

@@ -39,7 +39,7 @@ func (p *Platform) OperatorProcess() Process {
 func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
 	files, err := filepath.Glob(filepath.Join(p.Root, "api", "config", "crd", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs under api/config/crd (run `make generate`): %v", err)
+		return fmt.Errorf("no CRDs under api/config/crd (run `make generate`): %w", err)
 	}
 	var crds []*unstructured.Unstructured
 	for _, f := range files {
@@ -65,11 +65,11 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	if err := p.StartOperator(ctx); err != nil {
 		return err
 	}
-	caBundle, err := p.PKI().CABundle()
+	hooks, err := p.operatorWebhooks()
 	if err != nil {
 		return err
 	}
-	if err := cs.apply(ctx, p.operatorWebhooks(caBundle)...); err != nil {
+	if err := cs.apply(ctx, hooks...); err != nil {
 		return fmt.Errorf("registering Kiln's webhooks: %w", err)
 	}
 	rts, err := runtimes.ClusterTrainingRuntimes()
@@ -96,35 +96,16 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	return p.apiServerUp(ctx, cs)
 }
 
-// operatorWebhooks registers the operator's TrainJob webhooks at its local address.
-func (p *Platform) operatorWebhooks(caBundle []byte) []*unstructured.Unstructured {
-	hook := func(name, path string) map[string]any {
-		return map[string]any{
-			"name":                    name,
-			"admissionReviewVersions": []any{"v1"},
-			"sideEffects":             "None",
-			"failurePolicy":           "Fail",
-			"timeoutSeconds":          int64(10),
-			"clientConfig": map[string]any{
-				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", p.OperatorWebhook, path),
-				"caBundle": encodeBase64(caBundle),
-			},
-			"rules": []any{map[string]any{
-				"apiGroups": []any{"trainer.kubeflow.org"}, "apiVersions": []any{"v1alpha1"},
-				"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"trainjobs"},
-			}},
-		}
+// operatorWebhooks are the operator's webhook configurations, generated from its markers
+// (operator/config/webhook, the same the chart installs), pointed at its local address.
+func (p *Platform) operatorWebhooks() ([]*unstructured.Unstructured, error) {
+	caBundle, err := p.PKI().CABundle()
+	if err != nil {
+		return nil, err
 	}
-	return []*unstructured.Unstructured{
-		{Object: map[string]any{
-			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-			"metadata": map[string]any{"name": "kiln-trainjob-defaulter"}, // operator/internal/webhook.MutatingConfigurationName
-			"webhooks": []any{hook("defaulter.trainjob.kiln.dev", "/mutate-trainer-kubeflow-org-v1alpha1-trainjob")},
-		}},
-		{Object: map[string]any{
-			"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-			"metadata": map[string]any{"name": "kiln-trainjob-validator"}, // operator/internal/webhook.ValidatingConfigurationName
-			"webhooks": []any{hook("validator.trainjob.kiln.dev", "/validate-trainer-kubeflow-org-v1alpha1-trainjob")},
-		}},
+	objs, err := ReadManifests(filepath.Join(p.Root, "operator", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("reading Kiln's webhook configurations: %w", err)
 	}
+	return Addon{WebhookPort: p.OperatorWebhook}.Localize(objs, caBundle)
 }

@@ -1,15 +1,15 @@
 package platform
 
 import (
-	"bufio"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // Listener is a listening TCP socket of one process.
@@ -35,7 +35,7 @@ func (c Config) PIDs() []int {
 				continue
 			}
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				if _, err := procfs.NewProc(pid); err == nil {
 					pids = append(pids, pid)
 				}
 			}
@@ -46,77 +46,62 @@ func (c Config) PIDs() []int {
 
 // Listeners returns the listening TCP sockets owned by pids, read from /proc.
 func Listeners(pids []int) ([]Listener, error) {
-	owner := map[string]int{} // socket inode -> pid
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, fmt.Errorf("opening /proc: %w", err)
+	}
+	return listeners(fs, pids)
+}
+
+func listeners(fs procfs.FS, pids []int) ([]Listener, error) {
+	owner := map[uint64]int{} // socket inode -> pid
 	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		proc, err := fs.Proc(pid)
 		if err != nil {
 			return nil, fmt.Errorf("reading sockets of pid %d: %w", pid, err)
 		}
-		for _, fd := range fds {
-			target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-			if err == nil && strings.HasPrefix(target, "socket:[") {
-				owner[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = pid
+		targets, err := proc.FileDescriptorTargets()
+		if err != nil {
+			return nil, fmt.Errorf("reading sockets of pid %d: %w", pid, err)
+		}
+		for _, target := range targets {
+			if inode, ok := socketInode(target); ok {
+				owner[inode] = pid
 			}
 		}
 	}
 	var out []Listener
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(table)
-		if err != nil {
-			continue
+	for _, table := range []struct {
+		name string
+		read func() (procfs.NetTCP, error)
+		// procfs prefers netlink's sock_diag; these tables are all the harness needs and
+		// need no privilege.
+	}{{"/proc/net/tcp", fs.NetTCP}, {"/proc/net/tcp6", fs.NetTCP6}} { //nolint:staticcheck // SA1019: see above
+		socks, err := table.read()
+		if errors.Is(err, os.ErrNotExist) {
+			continue // no IPv6 on this host
 		}
-		socks, err := parseProcNetTCP(f)
-		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", table, err)
+			return nil, fmt.Errorf("reading %s: %w", table.name, err)
 		}
 		for _, s := range socks {
-			if pid, ok := owner[s.inode]; ok && s.listening {
-				out = append(out, Listener{PID: pid, Addr: s.addr, Port: s.port})
+			if pid, ok := owner[s.Inode]; ok && s.St == tcpListen {
+				out = append(out, Listener{PID: pid, Addr: s.LocalAddr, Port: int(s.LocalPort)})
 			}
 		}
 	}
 	return out, nil
 }
 
-type procSocket struct {
-	addr      net.IP
-	port      int
-	listening bool
-	inode     string
-}
+// tcpListen is TCP_LISTEN in the kernel's socket states, the st column of /proc/net/tcp.
+const tcpListen = 0x0A
 
-// parseProcNetTCP reads the /proc/net/tcp{,6} format: addresses are hex in host byte
-// order per 32-bit word, state 0A is LISTEN.
-func parseProcNetTCP(r io.Reader) ([]procSocket, error) {
-	var out []procSocket
-	sc := bufio.NewScanner(r)
-	first := true
-	for sc.Scan() {
-		if first {
-			first = false
-			continue
-		}
-		f := strings.Fields(sc.Text())
-		if len(f) < 10 {
-			continue
-		}
-		host, port, ok := strings.Cut(f[1], ":")
-		if !ok {
-			return nil, fmt.Errorf("bad local address %q", f[1])
-		}
-		raw, err := hex.DecodeString(host)
-		if err != nil || (len(raw) != 4 && len(raw) != 16) {
-			return nil, fmt.Errorf("bad local address %q", f[1])
-		}
-		for i := 0; i < len(raw); i += 4 { // each 32-bit word is little-endian
-			raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-		}
-		p, err := strconv.ParseUint(port, 16, 16)
-		if err != nil {
-			return nil, fmt.Errorf("bad port in %q", f[1])
-		}
-		out = append(out, procSocket{addr: net.IP(raw), port: int(p), listening: f[3] == "0A", inode: f[9]})
+// socketInode reads the inode out of a socket's file descriptor target, "socket:[12345]".
+func socketInode(target string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(target, "socket:[")
+	if !ok {
+		return 0, false
 	}
-	return out, sc.Err()
+	inode, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
+	return inode, err == nil
 }

@@ -1,20 +1,15 @@
 package platform
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // PKI is the certificate authority the harness generates for the webhooks that the local
@@ -29,7 +24,12 @@ func (p PKI) CAFile() string { return filepath.Join(p.Dir, "ca.crt") }
 // ServingDir holds tls.crt and tls.key for 127.0.0.1, the layout controller-runtime expects.
 func (p PKI) ServingDir() string { return filepath.Join(p.Dir, "serving") }
 
-// Ensure creates the CA and the serving certificate unless valid ones already exist.
+func (p PKI) certFile() string { return filepath.Join(p.ServingDir(), "tls.crt") }
+func (p PKI) keyFile() string  { return filepath.Join(p.ServingDir(), "tls.key") }
+
+// Ensure creates the CA and the serving certificate unless ones valid at now, and for a
+// day after, already exist. New ones are valid from an hour before the wall clock for a
+// year (client-go's choice); now only judges the existing ones.
 func (p PKI) Ensure(now time.Time) error {
 	if p.valid(now) == nil {
 		return nil
@@ -37,58 +37,34 @@ func (p PKI) Ensure(now time.Time) error {
 	if err := os.MkdirAll(p.ServingDir(), 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", p.ServingDir(), err)
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	// A serving certificate signed by a fresh CA whose key is thrown away: nothing else is
+	// ever signed with it. The PEM holds the serving certificate, then the CA.
+	chain, key, err := cert.GenerateSelfSignedCertKeyWithOptions(cert.SelfSignedCertKeyOptions{
+		Host:         "127.0.0.1",
+		AlternateDNS: []string{"localhost"},
+	})
 	if err != nil {
-		return fmt.Errorf("generating CA key: %w", err)
+		return fmt.Errorf("generating the serving certificate: %w", err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kiln-local-platform-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(1, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	certs, err := cert.ParseCertsPEM(chain)
 	if err != nil {
-		return fmt.Errorf("signing CA certificate: %w", err)
+		return fmt.Errorf("reading the generated certificates: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	if len(certs) != 2 {
+		return fmt.Errorf("client-go generated %d certificates, want the serving one and its CA", len(certs))
+	}
+	ca, err := cert.EncodeCertificates(certs[1])
 	if err != nil {
-		return fmt.Errorf("parsing CA certificate: %w", err)
+		return fmt.Errorf("encoding the CA certificate: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating serving key: %w", err)
+	if err := keyutil.WriteKey(p.keyFile(), key); err != nil {
+		return fmt.Errorf("writing %s: %w", p.keyFile(), err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(1, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+	if err := cert.WriteCert(p.certFile(), chain); err != nil {
+		return fmt.Errorf("writing %s: %w", p.certFile(), err)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("signing serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("encoding serving key: %w", err)
-	}
-	files := map[string][]byte{
-		p.CAFile():                               pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		filepath.Join(p.ServingDir(), "tls.crt"): pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		filepath.Join(p.ServingDir(), "tls.key"): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}
-	for path, data := range files {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
+	if err := cert.WriteCert(p.CAFile(), ca); err != nil {
+		return fmt.Errorf("writing %s: %w", p.CAFile(), err)
 	}
 	return nil
 }
@@ -98,23 +74,21 @@ func (p PKI) CABundle() ([]byte, error) {
 	return os.ReadFile(p.CAFile())
 }
 
+// valid checks that the key pair matches and that the CA vouches for it, as 127.0.0.1 and
+// as localhost, until a day after now.
 func (p PKI) valid(now time.Time) error {
-	pair, err := tls.LoadX509KeyPair(filepath.Join(p.ServingDir(), "tls.crt"), filepath.Join(p.ServingDir(), "tls.key"))
+	pair, err := tls.LoadX509KeyPair(p.certFile(), p.keyFile())
 	if err != nil {
 		return err
 	}
-	caPEM, err := p.CABundle()
+	roots, err := cert.NewPool(p.CAFile())
 	if err != nil {
 		return err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return errors.New("no CA certificate")
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now.Add(24 * time.Hour), DNSName: host}); err != nil {
+			return err
+		}
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return err
-	}
-	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now.Add(24 * time.Hour), DNSName: "127.0.0.1"})
-	return err
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Process is a long-running local component the harness starts detached from its own
@@ -77,9 +79,14 @@ func (p Process) Running() (int, bool) {
 		return 0, false
 	}
 	// Guard against PID reuse: the PID must still run our binary.
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, false
+	}
+	// Empty when the process is gone; "path (deleted)" when its binary was replaced.
+	exe, err := proc.Executable()
 	exe = strings.TrimSuffix(exe, " (deleted)")
-	if err != nil || (exe != p.Path && exe != p.Exe) {
+	if err != nil || exe == "" || (exe != p.Path && exe != p.Exe) {
 		return 0, false
 	}
 	return pid, true

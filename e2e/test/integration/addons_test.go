@@ -47,14 +47,14 @@ var _ = Describe("Localized JobSet and Kueue releases", func() {
 			Expect(local).NotTo(BeEmpty())
 			for _, obj := range local {
 				By("applying " + obj.GetKind() + " " + obj.GetName())
-				opts := []client.PatchOption{client.FieldOwner("kiln-test"), client.ForceOwnership}
+				opts := []client.ApplyOption{client.FieldOwner("kiln-test"), client.ForceOwnership}
 				isWebhook := obj.GetKind() == "MutatingWebhookConfiguration" || obj.GetKind() == "ValidatingWebhookConfiguration"
 				if isWebhook {
 					// Validated by the apiserver but not stored: no controller serves them here,
 					// and failurePolicy Fail would block the other specs' writes.
 					opts = append(opts, client.DryRunAll)
 				}
-				Expect(k8s.Patch(ctx, obj, client.Apply, opts...)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+				Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 				if isWebhook {
 					hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
 					for _, h := range hooks {

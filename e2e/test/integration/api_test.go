@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -13,10 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/testing/pinned"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/runtimes"
@@ -24,12 +25,9 @@ import (
 
 // upstreamTrainerDir is the pinned Kubeflow Trainer module (tools/trainer).
 func upstreamTrainerDir() string {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/trainer/v2")
-	cmd.Dir = filepath.Join("..", "..", "..", "tools", "trainer")
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "locating the upstream Kubeflow Trainer module")
-	return strings.TrimSpace(string(out))
+	dir, err := pinned.ModuleDir("trainer", "github.com/kubeflow/trainer/v2")
+	Expect(err).NotTo(HaveOccurred())
+	return dir
 }
 
 func newNamespace(ctx context.Context) string {
@@ -43,7 +41,11 @@ var _ = Describe("The trainer.kubeflow.org API", func() {
 		rts, err := runtimes.ClusterTrainingRuntimes()
 		Expect(err).NotTo(HaveOccurred())
 		for _, rt := range rts {
-			Expect(k8s.Patch(ctx, rt, client.Apply, client.FieldOwner("kiln-test"), client.ForceOwnership)).To(Succeed(), rt.Name)
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rt)
+			Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{Object: m}
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+			Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kiln-test"), client.ForceOwnership)).To(Succeed(), rt.Name)
 		}
 	})
 

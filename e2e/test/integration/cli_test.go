@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -48,7 +49,7 @@ var _ = Describe("kiln CLI against the API server", Ordered, func() {
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			code = ee.ExitCode()
 		} else {
 			Expect(err).NotTo(HaveOccurred())
@@ -64,7 +65,7 @@ var _ = Describe("kiln CLI against the API server", Ordered, func() {
 		rbac, err := platform.APIServerRBAC(root)
 		Expect(err).NotTo(HaveOccurred())
 		for _, o := range rbac {
-			Expect(k8s.Patch(ctx, o, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
+			Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
@@ -76,7 +77,7 @@ var _ = Describe("kiln CLI against the API server", Ordered, func() {
 			return t
 		}
 		bind := func(kind, ns, name, role, saNS, sa string) {
-			Expect(k8s.Patch(ctx, platform.Binding(kind, ns, name, role, saNS, sa), client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
+			Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(platform.Binding(kind, ns, name, role, saNS, sa)), client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 		}
 		serverToken := token("kiln-system", "kiln-apiserver")
 		bind("ClusterRoleBinding", "", "kiln-apiserver", "kiln-apiserver", "kiln-system", "kiln-apiserver")
@@ -245,5 +246,5 @@ func yamlApply(ctx context.Context, doc string) error {
 	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 		return err
 	}
-	return k8s.Patch(ctx, u, client.Apply, client.FieldOwner("test"), client.ForceOwnership)
+	return k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership)
 }

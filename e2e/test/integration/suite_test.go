@@ -15,13 +15,14 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
 var (
-	testEnv *envtest.Environment
+	testEnv *ctrlenvtest.Environment
 	cfg     *rest.Config
 	k8s     client.Client
 	binDir  string
@@ -39,12 +40,9 @@ var _ = BeforeSuite(func() {
 	binDir = os.Getenv("KUBEBUILDER_ASSETS")
 	Expect(binDir).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must name bin/ (make test-integration sets it)")
 	Expect(filepath.Join(binDir, "kube-apiserver")).To(BeAnExistingFile())
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: binDir,
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "api", "config", "crd")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
+	testEnv, err = kilnenvtest.New(kilnenvtest.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	scheme := runtime.NewScheme()

@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/procfs"
+)
+
+func TestMachineOf(t *testing.T) {
+	rest := fmt.Sprintf("%d cores", runtime.NumCPU())
+	osArch := runtime.GOOS + "/" + runtime.GOARCH
+	cases := map[string]struct {
+		files map[string]string // under a made-up /proc; nil: no /proc at all
+		want  string
+	}{
+		"x86 with padded model name": {
+			files: map[string]string{
+				"cpuinfo": "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t:       Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz  \nflags\t\t: fpu vme\n\n" +
+					"processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: Other\nflags\t\t: fpu vme\n",
+				"meminfo": "MemTotal:       24684084 kB\nMemFree:         1000000 kB\n",
+			},
+			want: "Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz, " + rest + ", 24 GiB, " + osArch,
+		},
+		"no cpuinfo": {
+			files: map[string]string{"meminfo": "MemTotal:       16252928 kB\n"},
+			want:  "unknown CPU, " + rest + ", 16 GiB, " + osArch,
+		},
+		"no meminfo": {
+			files: map[string]string{"cpuinfo": "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu\n"},
+			want:  "AMD EPYC, " + rest + ", " + osArch,
+		},
+		"no /proc": {
+			want: "unknown CPU, " + rest + ", " + osArch,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if tc.files["cpuinfo"] != "" && runtime.GOARCH != "amd64" && runtime.GOARCH != "386" {
+				t.Skip("procfs parses /proc/cpuinfo in the format of the architecture it runs on")
+			}
+			var fs *procfs.FS
+			if tc.files != nil {
+				root := t.TempDir()
+				for name, data := range tc.files {
+					if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f, err := procfs.NewFS(root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs = &f
+			}
+			if diff := cmp.Diff(tc.want, machineOf(fs)); diff != "" {
+				t.Errorf("machineOf() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
