@@ -29,7 +29,7 @@ KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo
 
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
 PLATFORM_BINARIES := $(addprefix $(BIN)/,$(KUBE_BINARIES) etcd kwok kwokctl jobset kueue)
-CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go)
+CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go golangci-lint)
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
 
@@ -172,6 +172,9 @@ $(BIN)/protoc-gen-go: tools/protoc-gen-go/go.mod tools/protoc-gen-go/go.sum
 $(BIN)/protoc-gen-connect-go: tools/protoc-gen-connect-go/go.mod tools/protoc-gen-connect-go/go.sum
 	cd tools/protoc-gen-connect-go && $(TOOLS_ENV) $(GO_BUILD) -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 
+$(BIN)/golangci-lint: tools/golangci-lint/go.mod tools/golangci-lint/go.sum
+	cd tools/golangci-lint && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 ##@ Development
 
 .PHONY: fmt
@@ -182,10 +185,16 @@ fmt: ## Format the Go code.
 vet: ## Run go vet over every module.
 	go vet $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
+# GOLANGCI_LINT_CACHE stays in bin/ with the other caches.
+.PHONY: lint
+lint: $(BIN)/golangci-lint ## Lint every module (golangci-lint, config in .golangci.yml).
+	GOLANGCI_LINT_CACHE=$(BIN)/golangci-lint-cache golangci-lint run $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
+
 .PHONY: generate
 generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated artifact.
 	cd api && controller-gen object paths=./trainer/... \
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
+	cd operator && controller-gen webhook paths=./internal/webhook/... output:webhook:artifacts:config=./config/webhook
 	go run ./cli/cmd/kiln-docs docs/cli.md
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
@@ -208,7 +217,7 @@ proto-breaking: $(BIN)/buf ## Fail when the API definitions break compatibility 
 	else echo "proto-breaking: main has no API definitions yet; nothing to compare"; fi
 
 .PHONY: verify
-verify: generate vet proto-breaking ## Regenerate everything and fail on any diff or untracked file.
+verify: generate vet lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES))" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
