@@ -15,7 +15,6 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/cmd/list"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/logs"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/queues"
-	"github.com/kiln-ml/kiln/cli/internal/cmd/resume"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/runtimes"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/submit"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/suspend"
@@ -61,7 +60,7 @@ Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait)
 	cmd.AddGroup(&cobra.Group{ID: "jobs", Title: "Training jobs:"}, &cobra.Group{ID: "cluster", Title: "Cluster:"}, &cobra.Group{ID: "setup", Title: "Setup:"})
 	for _, c := range []*cobra.Command{
 		submit.NewCmdSubmit(f, nil), list.NewCmdList(f, nil), get.NewCmdGet(f, nil), describe.NewCmdDescribe(f, nil),
-		logs.NewCmdLogs(f, nil), wait.NewCmdWait(f, nil), suspend.NewCmdSuspend(f, nil), resume.NewCmdResume(f, nil),
+		logs.NewCmdLogs(f, nil), wait.NewCmdWait(f, nil), suspend.NewCmdSuspend(f, nil), suspend.NewCmdResume(f, nil),
 		deletecmd.NewCmdDelete(f, nil),
 	} {
 		c.GroupID = "jobs"
