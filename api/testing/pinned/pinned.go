@@ -26,7 +26,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.work above the working directory: run the tests inside the Kiln repository")
+			return "", errors.New("no go.work above the working directory: run inside the Kiln repository (or name it, where a command takes --root)")
 		}
 		dir = parent
 	}

@@ -1,9 +1,9 @@
 package platform
 
 import (
-	"errors"
-	"os"
 	"path/filepath"
+
+	"github.com/kiln-ml/kiln/api/testing/pinned"
 )
 
 // RepoRoot is dir made absolute when given, else the nearest directory above the working
@@ -12,18 +12,5 @@ func RepoRoot(dir string) (string, error) {
 	if dir != "" {
 		return filepath.Abs(dir)
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the current directory; run from the repository or pass --root")
-		}
-		dir = parent
-	}
+	return pinned.RepoRoot()
 }
