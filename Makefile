@@ -27,9 +27,12 @@ KUBE_VERSION_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/clien
 # Kiln's own version, stamped into its binaries.
 KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
-PLATFORM_BINARIES := $(addprefix $(BIN)/,$(KUBE_BINARIES) etcd kwok kwokctl jobset kueue)
+KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
+PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue)
 CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go golangci-lint)
+# The real node's binaries (see "A real node" in docs).
+NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc coredns) \
+	$(addprefix $(BIN)/cni/,bridge host-local loopback portmap)
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
 
@@ -137,7 +140,10 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 ##@ Tools (built once from tools/*/go.mod; rebuilt when a pin changes)
 
 .PHONY: tools
-tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) $(BENCH_BINARIES) ## Build every pinned tool into bin/.
+tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) $(BENCH_BINARIES) ## Build every pinned tool into bin/ (the real node's: make node-tools).
+
+.PHONY: node-tools
+node-tools: $(NODE_BINARIES) ## Build the real node's binaries: kubelet, kube-proxy, containerd, runc, CNI plugins, CoreDNS.
 
 $(addprefix $(BIN)/,$(KUBE_BINARIES)): tools/kube/go.mod tools/kube/go.sum
 	cd tools/kube && $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
@@ -171,6 +177,24 @@ $(BIN)/protoc-gen-go: tools/protoc-gen-go/go.mod tools/protoc-gen-go/go.sum
 
 $(BIN)/protoc-gen-connect-go: tools/protoc-gen-connect-go/go.mod tools/protoc-gen-connect-go/go.sum
 	cd tools/protoc-gen-connect-go && $(TOOLS_ENV) $(GO_BUILD) -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
+
+# The real node: kubelet and kube-proxy (tools/kube), containerd, runc, the CNI plugins, CoreDNS.
+# Static binaries except runc, whose seccomp filter needs cgo and Debian's libseccomp.
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: tools/containerd/go.mod tools/containerd/go.sum
+	cd tools/containerd && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -tags no_btrfs -o $@ github.com/containerd/containerd/v2/cmd/$(@F)
+
+$(BIN)/runc: tools/runc/go.mod tools/runc/go.sum
+	dpkg -s libseccomp-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libseccomp-dev; }
+	cd tools/runc && CGO_ENABLED=1 $(TOOLS_ENV) $(GO_BUILD) -tags seccomp -o $@ github.com/opencontainers/runc
+
+CNI_PLUGINS := bridge host-local loopback portmap
+$(addprefix $(BIN)/cni/,$(CNI_PLUGINS)): tools/cni-plugins/go.mod tools/cni-plugins/go.sum
+	@mkdir -p $(@D)
+	cd tools/cni-plugins && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ \
+		github.com/containernetworking/plugins/plugins/$(if $(filter host-local,$(@F)),ipam,$(if $(filter portmap,$(@F)),meta,main))/$(@F)
+
+$(BIN)/coredns: tools/coredns/go.mod tools/coredns/go.sum
+	cd tools/coredns && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/coredns/coredns
 
 $(BIN)/golangci-lint: tools/golangci-lint/go.mod tools/golangci-lint/go.sum
 	cd tools/golangci-lint && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
