@@ -99,6 +99,33 @@ $(KILN): $(call go_sources,cli api) go.work
 	go build -ldflags "-X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $@ ./cli/cmd/kiln
 	ln -sf kiln $(BIN)/kubectl-kiln
 
+##@ Images
+
+# Built without a Docker engine (go-containerregistry, e2e/internal/images): static binaries
+# per platform, on a minimal base (nonroot 65532, Debian's CA certificates), as OCI archives.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGES_BUILD := $(BIN)/images/build
+comma := ,
+
+.PHONY: images
+images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln) as OCI archives in bin/images; reproducible.
+	dpkg -s ca-certificates >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq ca-certificates; }
+	for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
+		os=$${p%%/*}; arch=$${p#*/}; dir=$(IMAGES_BUILD)/$${os}_$${arch}; mkdir -p $$dir; \
+		build="env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath"; \
+		$$build -ldflags "-s -w" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
+		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
+		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $$dir/kiln ./cli/cmd/kiln; \
+		$$build -ldflags "-s -w" -o $$dir/kiln-pause ./e2e/cmd/kiln-pause; \
+	done
+	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms $(IMAGE_PLATFORMS) \
+		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)"
+
+.PHONY: push
+push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <image>:<version>; docker login credentials if asked.
+	@test -n "$(REGISTRY)" || { echo "make push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/my-org"; exit 2; }
+	go run ./e2e/cmd/kiln-images --out $(BIN)/images --version $(KILN_VERSION) --push $(REGISTRY)
+
 .PHONY: cli
 cli: $(KILN) ## Build the kiln CLI into bin/kiln (and bin/kubectl-kiln, the kubectl plugin).
 

@@ -1,0 +1,131 @@
+// Command kiln-images writes Kiln's container images as OCI archives (see package images):
+// kiln.local/base, kiln.local/pause, and an image per binary (kiln-operator, kiln-apiserver,
+// kiln), each for every platform asked, from static binaries built per platform into
+// <binaries>/<os>_<arch>/. With --push REGISTRY it pushes the archives written before to
+// REGISTRY/<image>:<version> instead.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-ml/kiln/e2e/internal/images"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kiln-images:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	out := flag.String("out", "bin/images", "directory the OCI archives are written to")
+	binaries := flag.String("binaries", "bin/images/build", "directory of the static binaries, one <os>_<arch> directory per platform")
+	platformList := flag.String("platforms", "linux/amd64,linux/arm64", "platforms of every image")
+	registry := flag.String("registry", "kiln.local", "registry part of the images' names")
+	version := flag.String("version", "dev", "image tag and org.opencontainers.image.version")
+	revision := flag.String("revision", "", "org.opencontainers.image.revision (the commit)")
+	source := flag.String("source", "https://github.com/kiln-ml/kiln", "org.opencontainers.image.source")
+	created := flag.String("created", "1970-01-01T00:00:00Z", "the images' timestamp, RFC 3339 (the commit's, for reproducible builds)")
+	caFile := flag.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle of the base image (Debian's ca-certificates)")
+	push := flag.String("push", "", "push the archives in --out to this registry (host[:port][/path]) instead of building")
+	insecure := flag.Bool("insecure", false, "with --push: plain HTTP (127.0.0.1 and localhost registries use it anyway)")
+	flag.Parse()
+	names := flag.Args()
+	if len(names) == 0 {
+		names = []string{"base", "pause", "kiln-operator", "kiln-apiserver", "kiln"}
+	}
+	if *push != "" {
+		var opts []name.Option
+		if *insecure {
+			opts = append(opts, name.Insecure)
+		}
+		for _, n := range names {
+			idx, err := images.ReadArchive(filepath.Join(*out, n+".tar"))
+			if err != nil {
+				return fmt.Errorf("%w (make images writes it)", err)
+			}
+			ref := fmt.Sprintf("%s/%s:%s", *push, n, *version)
+			if err := images.Push(idx, ref, opts...); err != nil {
+				return err
+			}
+			digest, _ := idx.Digest()
+			fmt.Printf("pushed %s@%s\n", ref, digest)
+		}
+		return nil
+	}
+
+	at, err := time.Parse(time.RFC3339, *created)
+	if err != nil {
+		return fmt.Errorf("--created: %w", err)
+	}
+	at = at.UTC()
+	platforms, err := images.ParsePlatforms(*platformList)
+	if err != nil {
+		return err
+	}
+	base, err := images.BaseLayer(*caFile)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{
+		"org.opencontainers.image.source":   *source,
+		"org.opencontainers.image.revision": *revision,
+		"org.opencontainers.image.version":  *version,
+	}
+	user := fmt.Sprintf("%d:%d", images.NonRoot, images.NonRoot)
+	binaryImage := func(binary string) func(v1.Platform) (images.Image, error) {
+		return func(p v1.Platform) (images.Image, error) {
+			path := filepath.Join(*binaries, p.OS+"_"+p.Architecture, binary)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return images.Image{}, fmt.Errorf("%s for %s: %w (make images builds it)", binary, p, err)
+			}
+			return images.Image{
+				Layers:     [][]images.File{base, {{Path: "usr/local/bin/" + binary, Mode: 0o755, Data: data}}},
+				Entrypoint: []string{"/usr/local/bin/" + binary},
+				User:       user, Env: images.BaseEnv, Labels: labels, Created: at,
+			}, nil
+		}
+	}
+	build := map[string]func(v1.Platform) (images.Image, error){
+		"base": func(v1.Platform) (images.Image, error) {
+			return images.Image{Layers: [][]images.File{base}, User: user, Env: images.BaseEnv, Labels: labels, Created: at}, nil
+		},
+		"pause":          binaryImage("kiln-pause"),
+		"kiln-operator":  binaryImage("kiln-operator"),
+		"kiln-apiserver": binaryImage("kiln-apiserver"),
+		"kiln":           binaryImage("kiln"),
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for _, name := range names {
+		b, ok := build[name]
+		if !ok {
+			return fmt.Errorf("no image %q: choose from base, pause, kiln-operator, kiln-apiserver, kiln", name)
+		}
+		idx, err := images.Index(b, platforms)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		ref := fmt.Sprintf("%s/%s:%s", *registry, name, *version)
+		file := filepath.Join(*out, name+".tar")
+		if err := images.WriteArchive(file, ref, idx, at); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s@%s -> %s\n", ref, digest, file)
+	}
+	return nil
+}
