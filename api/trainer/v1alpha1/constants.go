@@ -18,6 +18,9 @@ const (
 	TrainJobDeadlineExceededMessage   = "TrainJob exceeded its active deadline"
 	TrainJobRuntimeNotFoundReason     = "RuntimeNotFound"
 	TrainJobRuntimeFoundReason        = "RuntimeFound"
+	// TrainJobJobSetRejectedReason: the apiserver refused the JobSet for good (invalid, or
+	// denied by an admission webhook); retrying cannot help.
+	TrainJobJobSetRejectedReason = "JobSetRejected"
 )
 
 // Well-known values.

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,8 +34,10 @@ func (r *TrainJobReconciler) record(tj *trainer.TrainJob, evs []event) {
 	}
 }
 
-// transitions are the events a status change deserves. The deadline and a missing
-// runtime record their own, with what the job should do about them.
+// ownEvents are the failures that record their own event, saying what to do about them.
+var ownEvents = []string{trainer.TrainJobRuntimeNotFoundReason, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobJobSetRejectedReason}
+
+// transitions are the events a status change deserves.
 func transitions(before, after *trainer.TrainJobStatus) []event {
 	var evs []event
 	turned := func(t string, s metav1.ConditionStatus, reason string) *metav1.Condition {
@@ -56,7 +60,7 @@ func transitions(before, after *trainer.TrainJobStatus) []event {
 	if c := turned(trainer.TrainJobComplete, metav1.ConditionTrue, ""); c != nil {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonCompleted, "TrainJob completed: " + c.Message})
 	}
-	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && c.Reason != trainer.TrainJobRuntimeNotFoundReason && c.Reason != trainer.TrainJobDeadlineExceededReason {
+	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && !slices.Contains(ownEvents, c.Reason) {
 		evs = append(evs, event{corev1.EventTypeWarning, ReasonFailed, "TrainJob failed: " + c.Message})
 	}
 	return evs

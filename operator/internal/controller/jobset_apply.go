@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,6 +66,9 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		}
 	}
 	applied, err := r.apply(ctx, res.JobSet)
+	if rejectedForGood(err) {
+		return nil, fmt.Errorf("%w: %w", errJobSetRejected, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("applying JobSet: %w", err)
 	}
@@ -75,6 +80,34 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		r.recorder.Eventf(tj, res.JobSet, corev1.EventTypeNormal, ReasonCreated, "Reconcile", "Created JobSet %s", res.JobSet.Name)
 	}
 	return nil, nil
+}
+
+// errJobSetRejected: the apiserver refused the rendered JobSet in a way no retry can fix.
+var errJobSetRejected = errors.New("the JobSet was refused")
+
+// rejectedForGood says whether an apply error is the apiserver's final word on the JobSet:
+// invalid, or denied by an admission webhook (JobSet's answers Forbidden). A quota that is
+// exceeded now may not be later.
+func rejectedForGood(err error) bool {
+	if apierrors.IsInvalid(err) {
+		return true
+	}
+	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "exceeded quota")
+}
+
+// jobSetRejection fails a TrainJob whose JobSet the apiserver refused for good, with its
+// message, so that the job does not sit admitted (holding Kueue's quota) with nothing running.
+func jobSetRejection(tj *trainer.TrainJob, st *trainer.TrainJobStatus, applyErr error) []event {
+	if !errors.Is(applyErr, errJobSetRejected) || finished(st) {
+		return nil
+	}
+	msg := fmt.Sprintf("%v; this TrainJob can never run as written: fix it (or its runtime) and create it again", applyErr)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobSetRejectedReason,
+		Message: msg, ObservedGeneration: tj.Generation,
+	})
+	orderConditions(st.Conditions)
+	return []event{{corev1.EventTypeWarning, trainer.TrainJobJobSetRejectedReason, msg}}
 }
 
 func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, tj *trainer.TrainJob) error {

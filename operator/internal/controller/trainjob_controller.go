@@ -112,6 +112,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	}
 	st := observe(tj, js)
 	evs = append(evs, runtimeAvailability(tj, st, applyErr)...)
+	evs = append(evs, jobSetRejection(tj, st, applyErr)...)
 	policy, err := r.runPolicy(ctx, tj)
 	if err != nil {
 		return reconcile.Result{}, errors.Join(applyErr, err)
@@ -147,8 +148,9 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 	if applyErr == nil && acts.requeueAfter > 0 {
 		return reconcile.Result{RequeueAfter: acts.requeueAfter, Priority: ptr.To(timerPriority)}, nil
 	}
-	if errors.Is(applyErr, errRuntimeNotFound) {
-		// The runtime watch requeues the job as soon as the runtime appears.
+	if errors.Is(applyErr, errRuntimeNotFound) || errors.Is(applyErr, errJobSetRejected) {
+		// The runtime watch requeues the job as soon as the runtime appears; a refused
+		// JobSet failed the job, for good.
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, applyErr

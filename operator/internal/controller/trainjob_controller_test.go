@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -375,5 +378,52 @@ func TestReconcileSkipsJobsManagedElsewhere(t *testing.T) {
 	}
 	if diff := cmp.Diff(trainer.TrainJobStatus{}, h.trainJob(tj).Status, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("status of a TrainJob managed elsewhere changed (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcileJobSetRefusedForGood(t *testing.T) {
+	denied := apierrors.NewForbidden(schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}, "job",
+		errors.New(`admission webhook "vjobset.kb.io" denied the request: JobSet name is too long, job names generated for this JobSet will exceed 63 characters`))
+	quota := apierrors.NewForbidden(schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}, "job",
+		errors.New("exceeded quota: jobsets, requested: count/jobsets.jobset.x-k8s.io=1, used: 10, limited: 10"))
+	for name, tc := range map[string]struct {
+		applyErr   error
+		wantFailed string
+		wantErr    bool
+		wantEvents []string
+	}{
+		"denied by JobSet's webhook: fails for good": {applyErr: denied, wantFailed: "True/" + trainer.TrainJobJobSetRejectedReason, wantEvents: []string{"Warning " + trainer.TrainJobJobSetRejectedReason}},
+		"invalid: fails for good": {
+			applyErr:   apierrors.NewInvalid(schema.GroupKind{Group: "jobset.x-k8s.io", Kind: "JobSet"}, "job", nil),
+			wantFailed: "True/" + trainer.TrainJobJobSetRejectedReason, wantEvents: []string{"Warning " + trainer.TrainJobJobSetRejectedReason},
+		},
+		"an exceeded quota: retried": {applyErr: quota, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tj := kilntesting.MakeTrainJob("job", "ns").Obj()
+			h := newHarness(t, tj, torch.ClusterTrainingRuntime())
+			h.r.client = interceptor.NewClient(h.client.(client.WithWatch), interceptor.Funcs{
+				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+					if ac, ok := obj.(interface{ GetKind() string }); ok && ac.GetKind() == "JobSet" {
+						return tc.applyErr
+					}
+					return c.Apply(ctx, obj, opts...)
+				},
+			})
+			_, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tj)})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error %v, want one: %v", err, tc.wantErr)
+			}
+			got := h.trainJob(tj)
+			if c := condition(got, trainer.TrainJobFailed); c != tc.wantFailed {
+				t.Errorf("Failed %q, want %q", c, tc.wantFailed)
+			}
+			if diff := cmp.Diff(tc.wantEvents, h.recorded()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if tc.wantFailed != "" && got.Status.CompletionTime == nil {
+				t.Error("a TrainJob failed for good has no completionTime (its TTL would never start)")
+			}
+		})
 	}
 }

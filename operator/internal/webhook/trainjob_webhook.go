@@ -27,10 +27,12 @@ import (
 )
 
 // The webhook configurations, generated from these markers into config/webhook by
-// `make generate` (one source for the local platform, the tests and the chart).
+// `make generate` (one source for the local platform, the tests and the chart). The
+// defaulter runs again after other mutating webhooks (reinvocationPolicy IfNeeded), so that
+// a runtime patch Kueue's webhook appends gets its time like any other.
 // +kubebuilder:webhookconfiguration:mutating=true,name=kiln-trainjob-defaulter
 // +kubebuilder:webhookconfiguration:mutating=false,name=kiln-trainjob-validator
-// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=defaulter.trainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,reinvocationPolicy=IfNeeded,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=defaulter.trainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
 // +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=validator.trainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
 
 // Paths the webhooks are served at (the same as Kubeflow Trainer's).
@@ -99,9 +101,14 @@ type Validator struct {
 
 // ValidateCreate checks a new TrainJob against its runtime.
 func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
-	rt, errs := v.runtime(ctx, tj)
+	errs := validateSize(tj)
+	rt, rtErrs := v.runtime(ctx, tj)
+	errs = append(errs, rtErrs...)
 	if rt != nil {
 		errs = append(errs, validateAgainstRuntime(tj, rt)...)
+	}
+	if rt != nil && len(errs) == 0 {
+		errs = validateRendering(tj, rt)
 	}
 	return nil, toInvalid(tj, errs)
 }
@@ -109,6 +116,9 @@ func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (a
 // ValidateUpdate also keeps runtime patches from changing under running pods.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJob) (admission.Warnings, error) {
 	var errs field.ErrorList
+	if !apiequality.Semantic.DeepEqual(old.Spec.Trainer, tj.Spec.Trainer) {
+		errs = append(errs, validateSize(tj)...)
+	}
 	if !apiequality.Semantic.DeepEqual(withoutTimes(old.Spec.RuntimePatches), withoutTimes(tj.Spec.RuntimePatches)) &&
 		!ptr.Deref(old.Spec.Suspend, false) && !ptr.Deref(tj.Spec.Suspend, false) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "runtimePatches"),

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -35,6 +36,23 @@ var _ = Describe("TrainJob webhooks", func() {
 		err := k8s.Create(ctx, newTrainJob(newNamespace(ctx), "orphan", "no-such-runtime"))
 		expectInvalid(err, "spec.runtimeRef.name", `TrainingRuntime "no-such-runtime" not found`)
 		Expect(err.Error()).To(ContainSubstring("create the runtime first"))
+	})
+
+	It("reject what can never run: no nodes, names too long for the JobSet's pods", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "zero", "torch")
+		tj.Spec.Trainer.NumNodes = ptr.To[int32](0)
+		expectInvalid(k8s.Create(ctx, tj), "spec.trainer.numNodes", "must be at least 1")
+
+		// The runtime's pods are <name>-node-0-<rank>-<5 random characters>: 15 more.
+		long := newTrainJob(ns, strings.Repeat("a", 49), "torch")
+		expectInvalid(k8s.Create(ctx, long), "metadata.name", "use a name of at most 48 characters")
+		Expect(k8s.Create(ctx, newTrainJob(ns, strings.Repeat("a", 48), "torch"))).To(Succeed())
+
+		generated := newTrainJob(ns, "", "torch")
+		generated.GenerateName = strings.Repeat("g", 50)
+		expectInvalid(k8s.Create(ctx, generated), "metadata.generateName", "use a generateName of at most 43 characters")
 	})
 
 	It("reject environment variables the framework owns", func(ctx context.Context) {

@@ -88,6 +88,11 @@ carries an id (--request-id, random by default), so a retried request never crea
 				return factory.Usagef("unexpected arguments %q: put the command to run after --, e.g. kiln submit --runtime torch-distributed -- torchrun train.py", strings.Join(args, " "))
 			}
 			o.Command = args
+			for name, v := range map[string]int32{"nodes": o.Nodes, "procs-per-node": o.ProcsPerNode} {
+				if cmd.Flags().Changed(name) && v < 1 {
+					return factory.Usagef("--%s %d: at least 1 (leave --%s out for the runtime's)", name, v, name)
+				}
+			}
 			for _, name := range []string{"runtime", "namespaced-runtime", "image", "nodes", "procs-per-node", "gpus-per-node", "cpu", "memory", "env", "dataset", "model"} {
 				if cmd.Flags().Changed(name) {
 					o.fieldFlagsFromFlags = append(o.fieldFlagsFromFlags, "--"+name)

@@ -80,6 +80,8 @@ func TestSubmitUsageErrors(t *testing.T) {
 		"name and generate-name": {[]string{"--runtime", "r", "--name", "a", "--generate-name", "b-"}, "set one"},
 		"manifest and fields":    {[]string{"-f", manifest, "--image", "x"}, "--image cannot be combined with -f"},
 		"unknown flag":           {[]string{"--gpus", "8"}, "unknown flag: --gpus"},
+		"zero nodes":             {[]string{"--runtime", "r", "--nodes", "0"}, "--nodes 0: at least 1 (leave --nodes out for the runtime's)"},
+		"negative processes":     {[]string{"--runtime", "r", "--procs-per-node", "-1"}, "--procs-per-node -1: at least 1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parse(t, tc.args...)
