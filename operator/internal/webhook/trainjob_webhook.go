@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,10 +49,35 @@ var DefaultPreservingUsers = []string{"system:serviceaccount:kueue-system:kueue-
 // Setup registers the TrainJob webhooks with the manager's webhook server. Updates by
 // preserveFor keep the Kiln-only fields they cannot express.
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error {
-	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&Defaulter{clock: clk, preserveFor: preserveFor}).
-		WithValidator(&Validator{client: mgr.GetClient()}).
-		Complete()
+	srv := mgr.GetWebhookServer()
+	defaulter := admission.WithDefaulter[*trainer.TrainJob](mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor})
+	srv.Register(MutatePath, &admission.Webhook{
+		Handler:      schemaFirst{decoder: admission.NewDecoder(mgr.GetScheme()), next: defaulter.Handler},
+		RecoverPanic: ptr.To(true),
+	})
+	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient()})
+	validator.RecoverPanic = ptr.To(true)
+	srv.Register(ValidatePath, validator)
+	return nil
+}
+
+// schemaFirst lets through, unchanged, a TrainJob that does not decode into Kiln's types
+// (a quantity like "eight", a string where a number goes): mutating webhooks run before
+// the apiserver's schema validation, which then refuses the object naming the field (say
+// spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]), where a decoding error names none.
+// Nothing undecodable gets in: the validating webhook runs after the schema's checks.
+type schemaFirst struct {
+	decoder admission.Decoder
+	next    admission.Handler
+}
+
+func (h schemaFirst) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Delete && len(req.Object.Raw) > 0 {
+		if err := h.decoder.DecodeRaw(req.Object, &trainer.TrainJob{}); err != nil {
+			return admission.Allowed("not decodable; left to the apiserver's schema validation")
+		}
+	}
+	return h.next.Handle(ctx, req)
 }
 
 // Defaulter stamps each runtime patch with the time it last changed, and keeps Kiln's own

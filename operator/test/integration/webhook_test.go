@@ -55,6 +55,20 @@ var _ = Describe("TrainJob webhooks", func() {
 		expectInvalid(k8s.Create(ctx, generated), "metadata.generateName", "use a generateName of at most 43 characters")
 	})
 
+	It("leave what does not decode to the schema, which names the field", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": trainer.GroupVersion.String(), "kind": trainer.TrainJobKind,
+			"metadata": map[string]any{"name": "eight", "namespace": ns},
+			"spec": map[string]any{
+				"runtimeRef": map[string]any{"name": "torch", "kind": trainer.TrainingRuntimeKind},
+				"trainer":    map[string]any{"resourcesPerNode": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "eight"}}},
+			},
+		}}
+		expectInvalid(k8s.Create(ctx, u), "spec.trainer.resourcesPerNode.limits", `"eight"`)
+	})
+
 	It("reject environment variables the framework owns", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		namespacedTorchRuntime(ctx, ns, "torch")
