@@ -20,6 +20,7 @@ const (
 	ReasonRuntimeNotFound = "RuntimeNotFound"
 	ReasonRenderFailed    = "RenderFailed"
 	ReasonTTLExpired      = "TTLExpired"
+	ReasonJobSetRetrying  = "JobSetRetrying"
 )
 
 // event is recorded once the status write that it describes succeeded.

@@ -70,7 +70,7 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		return nil, fmt.Errorf("%w: %w", errJobSetRejected, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("applying JobSet: %w", err)
+		return nil, fmt.Errorf("%w: %w", errApplyRetried, err)
 	}
 	r.applied.record(key, appliedJobSet{uid: applied.GetUID(), generation: applied.GetGeneration(), rendering: hash})
 	if js == nil {
@@ -84,6 +84,46 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 
 // errJobSetRejected: the apiserver refused the rendered JobSet in a way no retry can fix.
 var errJobSetRejected = errors.New("the JobSet was refused")
+
+// errApplyRetried: writing the JobSet failed in a way a retry may fix (the apiserver busy,
+// a quota exceeded for now); the reconcile is retried with backoff.
+var errApplyRetried = errors.New("creating or updating the JobSet failed")
+
+// retryNoticeAfter is how many consecutive failed writes of a job's JobSet make a Warning
+// event (then again at every doubling): retries are silent, a job stuck on them is not.
+const retryNoticeAfter = 8
+
+// applyRetries counts, per TrainJob, the consecutive failed writes of its JobSet. Like
+// expectations, it is only for telling: a restart starts counting again.
+type applyRetries struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]int
+}
+
+// notice counts a reconcile's outcome and returns the event it deserves, if any.
+func (a *applyRetries) notice(tj types.NamespacedName, applyErr error) []event {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !errors.Is(applyErr, errApplyRetried) {
+		delete(a.m, tj)
+		return nil
+	}
+	if a.m == nil {
+		a.m = map[types.NamespacedName]int{}
+	}
+	a.m[tj]++
+	n := a.m[tj]
+	if n < retryNoticeAfter || n&(n-1) != 0 {
+		return nil
+	}
+	return []event{{corev1.EventTypeWarning, ReasonJobSetRetrying, fmt.Sprintf("%d attempts in a row failed, retrying with backoff: %v", n, applyErr)}}
+}
+
+func (a *applyRetries) forget(tj types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, tj)
+}
 
 // rejectedForGood says whether an apply error is the apiserver's final word on the JobSet:
 // invalid, or denied by an admission webhook (JobSet's answers Forbidden). A quota that is

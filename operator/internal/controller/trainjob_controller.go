@@ -52,6 +52,7 @@ type TrainJobReconciler struct {
 	expect    expectations
 	batches   statusBatches
 	snapshots snapshotSpecs
+	retries   applyRetries
 }
 
 // NewTrainJobReconciler returns a reconciler reading through the cached client c (and live
@@ -113,6 +114,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	st := observe(tj, js)
 	evs = append(evs, runtimeAvailability(tj, st, applyErr)...)
 	evs = append(evs, jobSetRejection(tj, st, applyErr)...)
+	evs = append(evs, r.retries.notice(key, applyErr)...)
 	policy, err := r.runPolicy(ctx, tj)
 	if err != nil {
 		return reconcile.Result{}, errors.Join(applyErr, err)
@@ -161,6 +163,7 @@ func (r *TrainJobReconciler) forget(tj types.NamespacedName) {
 	r.expect.forget(tj)
 	r.batches.forget(tj)
 	r.snapshots.forget(tj)
+	r.retries.forget(tj)
 }
 
 // indexRuntimeRef indexes TrainJobs by "<kind>/<name>" of their runtime.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -425,5 +427,43 @@ func TestReconcileJobSetRefusedForGood(t *testing.T) {
 				t.Error("a TrainJob failed for good has no completionTime (its TTL would never start)")
 			}
 		})
+	}
+}
+
+func TestReconcileJobSetRetriesBecomeVisible(t *testing.T) {
+	busy := apierrors.NewServerTimeout(schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}, "apply", 1)
+	tj := kilntesting.MakeTrainJob("job", "ns").Obj()
+	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
+	failing := true
+	h.r.client = interceptor.NewClient(h.client.(client.WithWatch), interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if ac, ok := obj.(interface{ GetKind() string }); ok && ac.GetKind() == "JobSet" && failing {
+				return busy
+			}
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+	var got []string
+	for attempt := 1; attempt <= 16; attempt++ {
+		if _, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err == nil {
+			t.Fatalf("attempt %d: no error, want the apiserver's, for a retry with backoff", attempt)
+		}
+		for _, e := range h.recorded() {
+			got = append(got, fmt.Sprintf("%d %s", attempt, e))
+		}
+	}
+	if diff := cmp.Diff([]string{"8 Warning " + ReasonJobSetRetrying, "16 Warning " + ReasonJobSetRetrying}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if c := condition(h.trainJob(tj), trainer.TrainJobFailed); c != "" {
+		t.Errorf("a job whose JobSet write is retried got Failed %q", c)
+	}
+	failing = false
+	h.reconcile(tj)
+	if h.jobSet(tj) == nil {
+		t.Error("no JobSet once the apiserver answers")
+	}
+	if diff := cmp.Diff(map[types.NamespacedName]int{}, h.r.retries.m, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("retries still counted after a success (-want +got):\n%s", diff)
 	}
 }
