@@ -152,6 +152,15 @@ $(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
 		for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/$$f"; done > $@.tmp
 	mv $@.tmp $@
 
+# Each fuzz target and its package; the seeds and committed corpora run in make test-unit.
+FUZZ_TARGETS := FuzzValidateTrainJob:./operator/internal/webhook FuzzParseManifest:./apiserver/internal/convert \
+	FuzzCreateTrainJobRequest:./apiserver/internal/service
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the webhook's validation and rendering and the API server's decoders, FUZZTIME (60s) each.
+	for t in $(FUZZ_TARGETS); do go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}"; done
+
 ##@ Benchmarks
 
 .PHONY: bench

@@ -19,6 +19,14 @@ import (
 // never be created: a JobSet that JobSet's own webhook refuses would otherwise leave the job
 // admitted by Kueue, holding its quota, with nothing running.
 
+// maxNodes is the most nodes a TrainJob may ask for: an Indexed Job (one pod per node) may
+// have at most 100,000 completions. Checked before anything is rendered, so that no request
+// makes the webhook or the controller build a hostfile of a billion lines.
+const maxNodes = 100_000
+
+// maxConfigMapBytes is the apiserver's limit on a ConfigMap's data (corev1.MaxSecretSize).
+const maxConfigMapBytes = 1 << 20
+
 // podNameSuffix stands for the five random characters the Job controller appends to a pod's
 // name, as JobSet's webhook counts them.
 const podNameSuffix = "-abcde"
@@ -33,6 +41,9 @@ func validateSize(tj *trainer.TrainJob) field.ErrorList {
 	path := field.NewPath("spec", "trainer")
 	if n := t.NumNodes; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(path.Child("numNodes"), *n, "must be at least 1: set the number of nodes to train on, or leave it out for the runtime's"))
+	}
+	if n := t.NumNodes; n != nil && *n > maxNodes {
+		errs = append(errs, field.Invalid(path.Child("numNodes"), *n, fmt.Sprintf("must be at most %d, the most pods an Indexed Job runs", maxNodes)))
 	}
 	if n := t.NumProcPerNode; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(path.Child("numProcPerNode"), *n, "must be at least 1: set the processes per node, or leave it out for the runtime's"))
@@ -53,6 +64,20 @@ func validateRendering(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) fi
 		}
 		return field.ErrorList{field.Invalid(path, tj.Spec.RuntimeRef.Name, fmt.Sprintf(
 			"this TrainJob cannot be rendered on runtime %q: %v", tj.Spec.RuntimeRef.Name, err))}
+	}
+	if cm := res.HostfileConfigMap; cm != nil {
+		size := 0
+		for k, v := range cm.Data {
+			size += len(k) + len(v)
+		}
+		if size > maxConfigMapBytes {
+			var nodes any = "(the runtime's)"
+			if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
+				nodes = *t.NumNodes
+			}
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), nodes,
+				fmt.Sprintf("too many nodes for an MPI runtime: the hostfile listing them would take %d bytes, more than a ConfigMap holds (%d): use fewer nodes", size, maxConfigMapBytes))}
+		}
 	}
 	longest, suffix := longestDerivedName(res.JobSet)
 	if longest == "" || len(validation.IsDNS1035Label(longest)) == 0 {

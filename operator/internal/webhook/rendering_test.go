@@ -12,7 +12,7 @@ import (
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
-func catalogRuntime(t *testing.T, name string) *trainer.TrainingRuntimeSpec {
+func catalogRuntime(t testing.TB, name string) *trainer.TrainingRuntimeSpec {
 	t.Helper()
 	rts, err := runtimes.ClusterTrainingRuntimes()
 	if err != nil {
@@ -29,10 +29,12 @@ func catalogRuntime(t *testing.T, name string) *trainer.TrainingRuntimeSpec {
 
 func TestValidateRendering(t *testing.T) {
 	torch := catalogRuntime(t, "torch-distributed")
+	mpi := catalogRuntime(t, "mpi-distributed")
 	// torch-distributed names its pods <name>-node-0-<rank>-<5 random>: 15 characters more
 	// than the name up to 10 nodes, 16 from 11.
 	cases := map[string]struct {
 		job       *trainer.TrainJob
+		runtime   string
 		wantPaths []string
 		wantIn    string
 	}{
@@ -53,13 +55,21 @@ func TestValidateRendering(t *testing.T) {
 			}(),
 			wantPaths: []string{"metadata.generateName"}, wantIn: "use a generateName of at most 43 characters",
 		},
+		"an MPI hostfile larger than a ConfigMap": {
+			job: kilntesting.MakeTrainJob("mpi", "ns").NumNodes(50_000).Obj(), runtime: "mpi-distributed",
+			wantPaths: []string{"spec.trainer.numNodes"}, wantIn: "more than a ConfigMap holds",
+		},
 		"a name that is no DNS label": {
 			job: kilntesting.MakeTrainJob("team.mnist", "ns").Obj(), wantPaths: []string{"metadata.name"}, wantIn: "must be a DNS label",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			errs := validateRendering(tc.job, torch)
+			rt := torch
+			if tc.runtime == "mpi-distributed" {
+				rt = mpi
+			}
+			errs := validateRendering(tc.job, rt)
 			if diff := cmp.Diff(tc.wantPaths, fields(errs)); diff != "" {
 				t.Errorf("refused fields (-want +got):\n%s\n%v", diff, errs)
 			}
