@@ -261,8 +261,11 @@ generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated art
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \
 		(cd "$$d" && $(TOOLS_ENV) GOFLAGS=-mod=mod go mod tidy $$flags 2>/dev/null) || { echo "go mod tidy failed in tools/$$d"; exit 1; }; \
 	done
+	@# go work sync aligns the modules' versions, after which a module may need go.sum lines
+	@# that its first tidy had no use for: tidy again.
 	for m in $(GO_MODULES); do (cd "$$m" && go mod tidy); done
 	go work sync
+	for m in $(GO_MODULES); do (cd "$$m" && go mod tidy); done
 
 .PHONY: generate-proto
 generate-proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Lint the API definitions (buf STANDARD) and regenerate their Go code.
