@@ -254,7 +254,8 @@ lint: $(BIN)/golangci-lint ## Lint every module (golangci-lint, config in .golan
 generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated artifact.
 	cd api && controller-gen object paths=./trainer/... \
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
-	cd operator && controller-gen webhook paths=./internal/webhook/... output:webhook:artifacts:config=./config/webhook
+	cd operator && controller-gen webhook rbac:roleName=kiln-operator paths=./... \
+		output:webhook:artifacts:config=./config/webhook output:rbac:artifacts:config=./config/rbac
 	go run ./cli/cmd/kiln-docs docs/cli.md
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \

@@ -85,6 +85,10 @@ func podNamespace() string {
 	return "kiln-system"
 }
 
+// Leader election, in the operator's namespace (the chart's; kiln-system by default).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kiln-system,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=kiln-system,resources=events,verbs=create;patch
+
 func run(ctx context.Context, o options) error {
 	scheme := runtime.NewScheme()
 	// Kueue's types: the controller reads a queued job's Workload for its admission time.

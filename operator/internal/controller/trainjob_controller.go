@@ -41,6 +41,18 @@ const killPriority = timerPriority - 1
 // cacheRetry is how soon a reconcile that found the cache behind its own write tries again.
 const cacheRetry = 100 * time.Millisecond
 
+// The controller's permissions, generated into config/rbac (`make generate`): everything it
+// reads and writes, nothing more. The integration suite runs it with exactly these.
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;patch;update;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=deletecollection
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+
 // TrainJobReconciler reconciles TrainJobs.
 type TrainJobReconciler struct {
 	client client.Client

@@ -33,6 +33,11 @@ const (
 	MutatingConfigurationName   = "kiln-trainjob-defaulter"
 )
 
+// The permissions of certificate management: its Secret, and the CA bundle of the webhook
+// configurations. The validator reads runtimes (the controller's permissions cover them).
+// +kubebuilder:rbac:groups="",namespace=kiln-system,resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+
 // ManageCerts makes the operator issue and rotate its own webhook certificate: a CA and a
 // serving certificate in a Secret, with the CA injected into the webhook configurations.
 // The pod mounts that Secret at CertDir; ready is closed once the mounted files match it.

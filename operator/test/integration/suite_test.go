@@ -4,21 +4,31 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -67,7 +77,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	wh := testEnv.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The operator runs as its own ServiceAccount with exactly the generated RBAC
+	// (config/rbac): a permission the code needs and the markers lack fails these specs.
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	mgr, err := ctrl.NewManager(operatorConfig(ctx), ctrl.Options{
 		Scheme:        scheme,
 		Cache:         kilncontroller.CacheOptions(),
 		Client:        kilncontroller.ClientOptions(),
@@ -75,10 +89,8 @@ var _ = BeforeSuite(func() {
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	var ctx context.Context
-	ctx, cancel = context.WithCancel(context.Background())
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
-	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptrTrue()})).To(Succeed())
+	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 	Expect(kilnwebhook.Setup(mgr, clock.RealClock{}, []string{preservingUser})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
@@ -102,8 +114,6 @@ var _ = AfterSuite(func() {
 	}
 })
 
-func ptrTrue() *bool { b := true; return &b }
-
 // preservingUser stands for Kueue: a client that writes TrainJobs without Kiln's fields.
 const preservingUser = "system:serviceaccount:kueue-system:kueue-controller-manager"
 
@@ -125,4 +135,42 @@ func updateTrainJob(ctx context.Context, tj *trainer.TrainJob, mutate func(*trai
 		}
 	}
 	return err
+}
+
+// operatorConfig is a client configuration of ServiceAccount kiln-system/kiln-operator,
+// bound to the ClusterRole and Role generated from the operator's RBAC markers.
+func operatorConfig(ctx context.Context) *rest.Config {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kiln-system"}}))).To(Succeed())
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			Expect(err).To(MatchError(io.EOF))
+			break
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		Expect(k8s.Create(ctx, u)).To(Succeed())
+		binding := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": u.GetKind() + "Binding",
+			"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": u.GetKind(), "name": u.GetName()},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": "kiln-system", "name": "kiln-operator"}},
+		}}
+		Expect(k8s.Create(ctx, binding)).To(Succeed())
+	}
+	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kiln-system", Name: "kiln-operator"}})).To(Succeed())
+	cs, err := kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts("kiln-system").CreateToken(ctx, "kiln-operator", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	sa := rest.AnonymousClientConfig(cfg)
+	sa.BearerToken = tr.Status.Token
+	return sa
 }
