@@ -4,20 +4,16 @@
 package envtest
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/api/testing/pinned"
 )
 
@@ -80,27 +76,15 @@ func New(opts Options) (*envtest.Environment, error) {
 // references at the test process's webhook server.
 func kilnWebhooks(path string, selector *metav1.LabelSelector) (envtest.WebhookInstallOptions, error) {
 	var out envtest.WebhookInstallOptions
-	data, err := os.ReadFile(path)
+	objs, err := kilntesting.ReadManifests(path)
 	if err != nil {
 		return out, fmt.Errorf("reading Kiln's webhook configurations: %w", err)
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return out, fmt.Errorf("reading %s: %w", path, err)
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			return out, fmt.Errorf("reading %s: %w", path, err)
-		}
-		switch tm.Kind {
+	for _, u := range objs {
+		switch u.GetKind() {
 		case "MutatingWebhookConfiguration":
 			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, cfg); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, cfg, true); err != nil {
 				return out, fmt.Errorf("reading %s: %w", path, err)
 			}
 			for i := range cfg.Webhooks {
@@ -109,7 +93,7 @@ func kilnWebhooks(path string, selector *metav1.LabelSelector) (envtest.WebhookI
 			out.MutatingWebhooks = append(out.MutatingWebhooks, cfg)
 		case "ValidatingWebhookConfiguration":
 			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, cfg); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, cfg, true); err != nil {
 				return out, fmt.Errorf("reading %s: %w", path, err)
 			}
 			for i := range cfg.Webhooks {

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,15 +19,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
@@ -163,12 +161,9 @@ spec:
 
 func applyYAML(ctx context.Context, doc string) {
 	GinkgoHelper()
-	for _, part := range strings.Split(doc, "\n---\n") {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal([]byte(part), &u.Object)).To(Succeed())
+	objs, err := kilntesting.DecodeManifests([]byte(doc))
+	Expect(err).NotTo(HaveOccurred())
+	for _, u := range objs {
 		Expect(admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership)).To(Succeed())
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"sigs.k8s.io/yaml"
+
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 )
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -140,7 +142,7 @@ func (p *Platform) addonsUp(ctx context.Context, cs *clientSet) error {
 	addons := p.addons()
 	// Install every CRD and webhook first: Kueue's TrainJob integration needs the JobSet CRD.
 	for _, a := range addons {
-		objs, err := ReadManifests(a.manifests)
+		objs, err := kilntesting.ReadManifests(a.manifests)
 		if err != nil {
 			return fmt.Errorf("%s (run `make tools`): %w", a.name, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 )
 
 // The API server's identity and the demo user `make up` creates.
@@ -116,7 +117,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 func APIServerRBAC(root string) ([]*unstructured.Unstructured, error) {
 	var rbac []*unstructured.Unstructured
 	for _, f := range []string{"apiserver.yaml", "users.yaml"} {
-		objs, err := ReadManifests(filepath.Join(root, "apiserver", "config", "rbac", f))
+		objs, err := kilntesting.ReadManifests(filepath.Join(root, "apiserver", "config", "rbac", f))
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
@@ -43,7 +44,7 @@ func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
 	}
 	var crds []*unstructured.Unstructured
 	for _, f := range files {
-		objs, err := ReadManifests(f)
+		objs, err := kilntesting.ReadManifests(f)
 		if err != nil {
 			return err
 		}
@@ -103,7 +104,7 @@ func (p *Platform) operatorWebhooks() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := ReadManifests(filepath.Join(p.Root, "operator", "config", "webhook", "manifests.yaml"))
+	objs, err := kilntesting.ReadManifests(filepath.Join(p.Root, "operator", "config", "webhook", "manifests.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("reading Kiln's webhook configurations: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 )
 
 const release = `
@@ -52,7 +54,7 @@ metadata: {name: kueue-controller-manager, namespace: kueue-system}
 `
 
 func TestLocalize(t *testing.T) {
-	objs, err := DecodeManifests([]byte(release))
+	objs, err := kilntesting.DecodeManifests([]byte(release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestLocalize(t *testing.T) {
 }
 
 func TestLocalizeRejectsWebhookWithoutPath(t *testing.T) {
-	objs, err := DecodeManifests([]byte(`
+	objs, err := kilntesting.DecodeManifests([]byte(`
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata: {name: broken}

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 )
 
 // Trainer names the TrainJob controller a platform runs.
@@ -100,7 +102,7 @@ clientConnection:
 
 func (p *Platform) upstreamObjects() ([]*unstructured.Unstructured, error) {
 	path := filepath.Join(p.ManifestsDir(), upstreamManifests)
-	objs, err := ReadManifests(path)
+	objs, err := kilntesting.ReadManifests(path)
 	if err != nil {
 		return nil, fmt.Errorf("upstream Kubeflow Trainer manifests (make %s): %w", path, err)
 	}

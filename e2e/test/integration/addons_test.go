@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
@@ -36,7 +37,7 @@ var _ = Describe("Localized JobSet and Kueue releases", func() {
 			[]string{"workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io"}},
 	} {
 		It("installs "+tc.name+"'s CRDs and webhooks as the real apiserver accepts them", func(ctx context.Context) {
-			objs, err := platform.ReadManifests(filepath.Join(binDir, "manifests", tc.name+".yaml"))
+			objs, err := kilntesting.ReadManifests(filepath.Join(binDir, "manifests", tc.name+".yaml"))
 			Expect(err).NotTo(HaveOccurred())
 			pki := platform.PKI{Dir: GinkgoT().TempDir()}
 			Expect(pki.Ensure(time.Now())).To(Succeed())

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/api/testing/pinned"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
@@ -63,7 +63,7 @@ var _ = Describe("The trainer.kubeflow.org API", func() {
 		}
 		applied := 0
 		for _, f := range files {
-			objs, err := platform.ReadManifests(f)
+			objs, err := kilntesting.ReadManifests(f)
 			Expect(err).NotTo(HaveOccurred())
 			for _, obj := range objs {
 				if obj.GroupVersionKind().Group != trainer.GroupVersion.Group {

@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -12,8 +10,9 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 )
 
 const (
@@ -23,22 +22,13 @@ const (
 
 var _ = Describe("Bad inputs", func() {
 	It("are each refused at creation, naming the field (and the fix), leaving nothing behind", func(ctx context.Context) {
-		data, err := os.ReadFile(filepath.Join("testdata", "bad-inputs.yaml"))
+		docs, err := kilntesting.ReadManifests(filepath.Join("testdata", "bad-inputs.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		ns := newNamespace(ctx)
 		namespacedTorchRuntime(ctx, ns, "torch")
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytesReader(data), 4096)
 		n := 0
 		var failures []string
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				Expect(err.Error()).To(Equal("EOF"))
-				break
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+		for _, u := range docs {
 			n++
 			want, fix := u.GetAnnotations()[annotationWant], u.GetAnnotations()[annotationFix]
 			Expect(want).NotTo(BeEmpty(), "document %d (%s) says which field it must be refused on", n, u.GetName())
@@ -65,5 +55,3 @@ var _ = Describe("Bad inputs", func() {
 		Expect(n).To(BeNumerically(">=", 50), "the corpus holds at least 50 bad inputs")
 	})
 })
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

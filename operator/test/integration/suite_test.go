@@ -4,12 +4,9 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -23,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -38,6 +34,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kiln-ml/kiln/api/kueue"
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
@@ -141,19 +138,10 @@ func updateTrainJob(ctx context.Context, tj *trainer.TrainJob, mutate func(*trai
 // bound to the ClusterRole and Role generated from the operator's RBAC markers.
 func operatorConfig(ctx context.Context) *rest.Config {
 	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	roles, err := kilntesting.ReadManifests(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kiln-system"}}))).To(Succeed())
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			Expect(err).To(MatchError(io.EOF))
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range roles {
 		Expect(k8s.Create(ctx, u)).To(Succeed())
 		binding := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": u.GetKind() + "Binding",
