@@ -66,3 +66,17 @@ func ClusterTrainingRuntimes() ([]*trainer.ClusterTrainingRuntime, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
+
+// ClusterTrainingRuntime is the catalog's runtime of that name.
+func ClusterTrainingRuntime(name string) (*trainer.ClusterTrainingRuntime, error) {
+	rts, err := ClusterTrainingRuntimes()
+	if err != nil {
+		return nil, err
+	}
+	for _, rt := range rts {
+		if rt.Name == name {
+			return rt, nil
+		}
+	}
+	return nil, fmt.Errorf("no runtime %q in the catalog", name)
+}

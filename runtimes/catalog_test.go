@@ -47,3 +47,13 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("catalog mismatch (-want +got):\n%s", diff)
 	}
 }
+
+func TestClusterTrainingRuntime(t *testing.T) {
+	rt, err := ClusterTrainingRuntime("torch-distributed")
+	if err != nil || rt.Name != "torch-distributed" {
+		t.Fatalf("ClusterTrainingRuntime(torch-distributed) = %v, %v", rt, err)
+	}
+	if _, err := ClusterTrainingRuntime("no-such-runtime"); err == nil {
+		t.Error("a runtime the catalog lacks was found")
+	}
+}

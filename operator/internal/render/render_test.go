@@ -18,17 +18,11 @@ import (
 
 func catalogRuntime(t *testing.T, name string) *trainer.TrainingRuntimeSpec {
 	t.Helper()
-	rts, err := runtimes.ClusterTrainingRuntimes()
+	rt, err := runtimes.ClusterTrainingRuntime(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range rts {
-		if rt.Name == name {
-			return rt.Spec.DeepCopy()
-		}
-	}
-	t.Fatalf("no runtime %s in the catalog", name)
-	return nil
+	return &rt.Spec
 }
 
 func trainJob(tr *trainer.Trainer) *trainer.TrainJob {

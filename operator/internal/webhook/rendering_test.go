@@ -14,17 +14,11 @@ import (
 
 func catalogRuntime(t testing.TB, name string) *trainer.TrainingRuntimeSpec {
 	t.Helper()
-	rts, err := runtimes.ClusterTrainingRuntimes()
+	rt, err := runtimes.ClusterTrainingRuntime(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range rts {
-		if rt.Name == name {
-			return &rt.Spec
-		}
-	}
-	t.Fatalf("no runtime %s in the catalog", name)
-	return nil
+	return &rt.Spec
 }
 
 func TestValidateRendering(t *testing.T) {

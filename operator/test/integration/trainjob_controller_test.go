@@ -28,17 +28,11 @@ func newNamespace(ctx context.Context) string {
 
 // namespacedTorchRuntime creates a TrainingRuntime from the catalog's torch-distributed.
 func namespacedTorchRuntime(ctx context.Context, ns, name string) *trainer.TrainingRuntime {
-	rts, err := runtimes.ClusterTrainingRuntimes()
+	rt, err := runtimes.ClusterTrainingRuntime("torch-distributed")
 	Expect(err).NotTo(HaveOccurred())
-	for _, rt := range rts {
-		if rt.Name == "torch-distributed" {
-			out := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *rt.Spec.DeepCopy()}
-			Expect(k8s.Create(ctx, out)).To(Succeed())
-			return out
-		}
-	}
-	Fail("no torch-distributed in the catalog")
-	return nil
+	out := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: rt.Spec}
+	Expect(k8s.Create(ctx, out)).To(Succeed())
+	return out
 }
 
 func newTrainJob(ns, name, runtime string) *trainer.TrainJob {
