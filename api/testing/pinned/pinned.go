@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/mod/modfile"
 )
 
 // RepoRoot is the root of the Kiln repository (the directory holding go.work), found by
@@ -91,10 +93,13 @@ func Requirement(path, module string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == module {
-			return f[1], nil
+	f, err := modfile.ParseLax(path, data, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range f.Require {
+		if r.Mod.Path == module {
+			return r.Mod.Version, nil
 		}
 	}
 	return "", fmt.Errorf("%s does not require %s", path, module)
