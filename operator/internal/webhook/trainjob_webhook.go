@@ -7,9 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,7 +52,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 	srv := mgr.GetWebhookServer()
 	defaulter := admission.WithDefaulter[*trainer.TrainJob](mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor})
 	srv.Register(MutatePath, &admission.Webhook{
-		Handler:      schemaFirst{decoder: admission.NewDecoder(mgr.GetScheme()), next: defaulter.Handler},
+		Handler:      schemaFirst{next: defaulter.Handler},
 		RecoverPanic: ptr.To(true),
 	})
 	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient()})
@@ -66,18 +66,17 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 // the apiserver's schema validation, which then refuses the object naming the field (say
 // spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]), where a decoding error names none.
 // Nothing undecodable gets in: the validating webhook runs after the schema's checks.
+// controller-runtime's defaulter answers 400 when, and only when, the object does not decode.
 type schemaFirst struct {
-	decoder admission.Decoder
-	next    admission.Handler
+	next admission.Handler
 }
 
 func (h schemaFirst) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Delete && len(req.Object.Raw) > 0 {
-		if err := h.decoder.DecodeRaw(req.Object, &trainer.TrainJob{}); err != nil {
-			return admission.Allowed("not decodable; left to the apiserver's schema validation")
-		}
+	res := h.next.Handle(ctx, req)
+	if !res.Allowed && res.Result != nil && res.Result.Code == http.StatusBadRequest {
+		return admission.Allowed("not decodable; left to the apiserver's schema validation")
 	}
-	return h.next.Handle(ctx, req)
+	return res
 }
 
 // Defaulter stamps each runtime patch with the time it last changed, and keeps Kiln's own
@@ -141,10 +140,9 @@ func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (a
 
 // ValidateUpdate also keeps runtime patches from changing under running pods.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJob) (admission.Warnings, error) {
+	// spec.trainer and spec.runtimeRef are immutable (CEL): only the patches can change
+	// what the job renders to.
 	var errs field.ErrorList
-	if !apiequality.Semantic.DeepEqual(old.Spec.Trainer, tj.Spec.Trainer) {
-		errs = append(errs, validateSize(tj)...)
-	}
 	if !apiequality.Semantic.DeepEqual(withoutTimes(old.Spec.RuntimePatches), withoutTimes(tj.Spec.RuntimePatches)) &&
 		!ptr.Deref(old.Spec.Suspend, false) && !ptr.Deref(tj.Spec.Suspend, false) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "runtimePatches"),
@@ -153,6 +151,9 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJo
 	if len(errs) == 0 && !apiequality.Semantic.DeepEqual(old.Spec.RuntimePatches, tj.Spec.RuntimePatches) {
 		if rt, rtErrs := v.runtime(ctx, tj); rt != nil {
 			errs = append(errs, validatePatches(tj, rt)...)
+			if len(errs) == 0 {
+				errs = validateRendering(tj, rt)
+			}
 		} else {
 			errs = append(errs, rtErrs...)
 		}
