@@ -1,12 +1,10 @@
 package images
 
 import (
-	"archive/tar"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -34,50 +32,30 @@ func WriteArchive(file, ref string, idx v1.ImageIndex, at time.Time) error {
 	})); err != nil {
 		return fmt.Errorf("writing OCI layout: %w", err)
 	}
-	var names []string
+	// The layout's files go into the archive the way layer files go into a layer: sorted,
+	// owned by root, stamped with at.
+	var files []File
 	if err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && path != dir {
-			names = append(names, path)
+		if err != nil || d.IsDir() {
+			return err
 		}
-		return err
-	}); err != nil {
-		return err
-	}
-	sort.Strings(names)
-	tmp := file + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	tw := tar.NewWriter(out)
-	for _, path := range names {
-		info, err := os.Stat(path)
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
-		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, ModTime: at, Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: info.Size()}
-		if info.IsDir() {
-			hdr.Name, hdr.Mode, hdr.Typeflag, hdr.Size = hdr.Name+"/", 0o755, tar.TypeDir, 0
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !info.IsDir() {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if _, err := tw.Write(data); err != nil {
-				return err
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
+		files = append(files, File{Path: filepath.ToSlash(rel), Mode: 0o644, Data: data})
+		return nil
+	}); err != nil {
 		return err
 	}
-	if err := out.Close(); err != nil {
+	data, err := layerTar(files, at)
+	if err != nil {
+		return err
+	}
+	tmp := file + ".tmp"
+	defer os.Remove(tmp)
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, file)
