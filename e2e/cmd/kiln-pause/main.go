@@ -12,15 +12,25 @@ import (
 func main() {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	pause(sigs, reap)
+}
+
+// pause waits for SIGINT or SIGTERM, reaping children on every SIGCHLD meanwhile.
+func pause(sigs <-chan os.Signal, reap func()) {
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
-			os.Exit(0)
+			return
 		}
-		for {
-			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
+		reap()
+	}
+}
+
+// reap collects every child that exited.
+func reap() {
+	for {
+		pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
 		}
 	}
 }
