@@ -275,10 +275,12 @@ var _ = Describe("TrainJobs", func() {
 		// Kueue writes the TrainJob with upstream's Go types, which lack this field.
 		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
-		// Whichever webhook appended a runtime patch (Kueue's runs after Kiln's), it has its time.
-		for _, p := range tj.Spec.RuntimePatches {
-			Expect(p.Time).NotTo(BeNil(), "runtime patch of %s has no time", p.Manager)
-		}
+		// Kueue's webhook appends its runtime patch at creation, after Kiln's defaulter ran;
+		// the defaulter is invoked again and gives it its time, as upstream does.
+		Expect(tj.Spec.RuntimePatches).To(ContainElement(And(
+			HaveField("Manager", trainer.KueueManager),
+			HaveField("Time", Not(BeNil())),
+		)), "Kueue's runtime patch, with its time")
 		done := waitCondition(ctx, ns, "queued", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		Expect(done.Spec.RuntimePatches).To(ContainElement(HaveField("Manager", trainer.KueueManager)), "Kueue admitted it")
 		Expect(done.Spec.TTLSecondsAfterFinished).To(HaveValue(BeEquivalentTo(3)), "the TTL survived Kueue's writes")

@@ -57,8 +57,8 @@ func TestApplyDeadline(t *testing.T) {
 			if due != tc.wantDue || (fired != nil) != tc.wantFired {
 				t.Errorf("applyDeadline = %v, fired %v; want %v, fired %v", due, fired != nil, tc.wantDue, tc.wantFired)
 			}
-			if got := finished(st); got != tc.wantFired && tc.job.Status.Conditions == nil {
-				t.Errorf("finished = %v after the deadline fired = %v", got, tc.wantFired)
+			if want := tc.wantFired || finished(&tc.job.Status); finished(st) != want {
+				t.Errorf("finished = %v, want %v (the deadline fired: %v)", finished(st), want, tc.wantFired)
 			}
 		})
 	}
