@@ -33,6 +33,10 @@ CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go pr
 # The real node's binaries (see "A real node" in docs).
 NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc coredns) \
 	$(addprefix $(BIN)/cni/,bridge host-local loopback portmap)
+# The real node (KILN_REAL_NODES, 1 by default) needs its binaries and images.
+KILN_REAL_NODES ?= 1
+NODE_IMAGES := $(BIN)/images/pause.tar $(BIN)/images/torch-cpu.tar
+REAL_NODE_DEPS := $(if $(filter 0,$(KILN_REAL_NODES)),,$(NODE_BINARIES) $(NODE_IMAGES) node-host-packages)
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
 
@@ -74,7 +78,7 @@ down: platform-down ## Stop every process `make up` started.
 ##@ Local platform
 
 .PHONY: platform-up cluster-up
-platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
+platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) $(REAL_NODE_DEPS) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
 	$(PLATFORM) up
 
 .PHONY: platform-down cluster-down
@@ -120,6 +124,39 @@ images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln
 	done
 	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms $(IMAGE_PLATFORMS) \
 		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)"
+
+# The real node's sandbox image, for this machine's platform only (make images builds both).
+$(BIN)/images/pause.tar: $(call go_sources,e2e/cmd/kiln-pause e2e/cmd/kiln-images e2e/internal/images)
+	@mkdir -p $(IMAGES_BUILD)/linux_$(HOST_ARCH)
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_BUILD)/linux_$(HOST_ARCH)/kiln-pause ./e2e/cmd/kiln-pause
+	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
+		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)" pause
+
+# kiln.local/torch-cpu: a Debian root filesystem (debootstrap, DEBIAN_SUITE from
+# DEBIAN_MIRROR) with the packages in e2e/images/torch-cpu/packages, finished by its
+# customize.sh, as one layer. The root filesystem is kept in bin/ and rebuilt only when
+# those two files change.
+DEBIAN_SUITE ?= bookworm
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+TORCH_ROOTFS := $(BIN)/images/torch-cpu.rootfs
+HOST_ARCH := $(shell go env GOARCH)
+
+$(TORCH_ROOTFS)/.done: e2e/images/torch-cpu/packages e2e/images/torch-cpu/customize.sh
+	command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+	rm -rf $(TORCH_ROOTFS) && mkdir -p $(TORCH_ROOTFS)
+	debootstrap --variant=minbase --include="$$(grep -v '^#' $< | paste -sd, -)" \
+		$(DEBIAN_SUITE) $(TORCH_ROOTFS) $(DEBIAN_MIRROR) > $(BIN)/images/torch-cpu.debootstrap.log 2>&1 \
+		|| { tail -20 $(BIN)/images/torch-cpu.debootstrap.log; exit 1; }
+	e2e/images/torch-cpu/customize.sh $(TORCH_ROOTFS)
+	touch $@
+
+$(BIN)/images/torch-cpu.tar: $(TORCH_ROOTFS)/.done $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+	version="$$(dpkg-query --admindir=$(TORCH_ROOTFS)/var/lib/dpkg -W -f '$${Version}' python3-torch | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')"; \
+		go run ./e2e/cmd/kiln-images --out $(BIN)/images --rootfs $(TORCH_ROOTFS) --version "$$version" \
+		--cmd python3 torch-cpu
+
+.PHONY: node-images
+node-images: $(NODE_IMAGES) ## Build the real node's images: the sandbox (pause) and kiln.local/torch-cpu (Debian's PyTorch, CPU).
 
 .PHONY: push
 push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <image>:<version>; docker login credentials if asked.
@@ -179,7 +216,15 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) $(BENCH_BINARIES) ## Build every pinned tool into bin/ (the real node's: make node-tools).
 
 .PHONY: node-tools
-node-tools: $(NODE_BINARIES) ## Build the real node's binaries: kubelet, kube-proxy, containerd, runc, CNI plugins, CoreDNS.
+node-tools: $(NODE_BINARIES) node-host-packages ## Build the real node's binaries: kubelet, kube-proxy, containerd, runc, CNI plugins, CoreDNS.
+
+# What the real node runs from Debian: iptables (kube-proxy, the kubelet, the CNI portmap
+# plugin call it), conntrack (kube-proxy clears stale UDP entries with it) and nftables
+# (`make down` removes the tables iptables-nft created).
+.PHONY: node-host-packages
+node-host-packages:
+	@command -v iptables-restore >/dev/null && command -v conntrack >/dev/null && command -v nft >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq iptables conntrack nftables; }
 
 $(addprefix $(BIN)/,$(KUBE_BINARIES)): tools/kube/go.mod tools/kube/go.sum
 	cd tools/kube && $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
@@ -300,8 +345,12 @@ test-unit: ## Unit tests (no cluster).
 test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
+# After the run, `kiln-platform leftovers` fails if the real node left anything on this
+# machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables
+# rules or nftables tables, sysctls, files in host paths).
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run).
+test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind.
 	$(MAKE) platform-down platform-up
-	rc=0; KILN_ROOT=$(ROOT) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \
-		$(MAKE) platform-down; exit $$rc
+	rc=0; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+		go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \
+		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc

@@ -2,7 +2,9 @@
 // kiln.local/base, kiln.local/pause, and an image per binary (kiln-operator, kiln-apiserver,
 // kiln), each for every platform asked, from static binaries built per platform into
 // <binaries>/<os>_<arch>/. With --push REGISTRY it pushes the archives written before to
-// REGISTRY/<image>:<version> instead.
+// REGISTRY/<image>:<version> instead. With --rootfs DIR it writes one image of that root
+// filesystem (kiln.local/torch-cpu, a Debian system made by debootstrap) for this machine's
+// platform.
 package main
 
 import (
@@ -10,10 +12,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-ml/kiln/e2e/internal/images"
 )
@@ -37,8 +44,20 @@ func run() error {
 	caFile := flag.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle of the base image (Debian's ca-certificates)")
 	push := flag.String("push", "", "push the archives in --out to this registry (host[:port][/path]) instead of building")
 	insecure := flag.Bool("insecure", false, "with --push: plain HTTP (127.0.0.1 and localhost registries use it anyway)")
+	rootfs := flag.String("rootfs", "", "build one image, named by the single argument, of this root filesystem (tagged --version)")
+	cmd := flag.String("cmd", "", "with --rootfs: the image's command, space separated")
 	flag.Parse()
 	names := flag.Args()
+	if *rootfs != "" {
+		if len(names) != 1 {
+			return fmt.Errorf("--rootfs builds one image: name it")
+		}
+		at, err := time.Parse(time.RFC3339, *created)
+		if err != nil {
+			return fmt.Errorf("--created: %w", err)
+		}
+		return rootfsImage(*rootfs, *out, *registry, names[0], *version, strings.Fields(*cmd), at.UTC())
+	}
 	if len(names) == 0 {
 		names = []string{"base", "pause", "kiln-operator", "kiln-apiserver", "kiln"}
 	}
@@ -127,5 +146,32 @@ func run() error {
 		}
 		fmt.Printf("%s@%s -> %s\n", ref, digest, file)
 	}
+	return nil
+}
+
+func rootfsImage(rootfs, out, registry, name, version string, cmd []string, at time.Time) error {
+	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	layer := filepath.Join(out, name+".layer.tar")
+	defer os.Remove(layer)
+	img, err := images.RootfsImage(rootfs, layer, platform, images.Image{
+		Cmd:     cmd,
+		Env:     []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		Created: at,
+	})
+	if err != nil {
+		return err
+	}
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex),
+		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
+	ref := fmt.Sprintf("%s/%s:%s", registry, name, version)
+	file := filepath.Join(out, name+".tar")
+	if err := images.WriteArchive(file, ref, idx, at); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s@%s -> %s\n", ref, digest, file)
 	return nil
 }

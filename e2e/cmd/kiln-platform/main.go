@@ -4,6 +4,9 @@
 //	kiln-platform down        stop every process it started and delete the cluster state
 //	kiln-platform status      show each component, its PID and log
 //	kiln-platform kubeconfig  print the admin kubeconfig path
+//	kiln-platform leftovers   list what the real node left on this machine (none after down)
+//	kiln-platform forward --listen ADDR --to ADDR
+//	                          relay TCP connections (run by `up` for the real node's pods)
 package main
 
 import (
@@ -17,11 +20,12 @@ import (
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
-const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig
+const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig|leftovers
 
 Sizes and timings come from the environment: KILN_GPU_NODES (4), KILN_SPOT_NODES (2),
 KILN_GPUS_PER_NODE (8), KILN_PODS_PER_NODE (110), KILN_NODE_CPU (32), KILN_NODE_MEMORY (256Gi),
-KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443), KILN_TRAINER (kiln, or upstream:
+KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443), KILN_REAL_NODES (1: kiln-node-0, a
+kubelet with containerd on this machine; 0: none), KILN_TRAINER (kiln, or upstream:
 Kubeflow Trainer v2.3.0 in place of Kiln, for benchmarks).
 `
 
@@ -39,6 +43,18 @@ func run() error {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if fs.Arg(0) == "forward" {
+		ffs := flag.NewFlagSet("forward", flag.ContinueOnError)
+		listen := ffs.String("listen", "", "address to accept connections on")
+		to := ffs.String("to", "", "address to relay them to")
+		if err := ffs.Parse(fs.Args()[1:]); err != nil || *listen == "" || *to == "" {
+			fmt.Fprintln(os.Stderr, "usage: kiln-platform forward --listen ADDR --to ADDR")
+			os.Exit(2)
+		}
+		return platform.Forward(ctx, *listen, *to)
+	}
 	if fs.NArg() != 1 {
 		fs.Usage()
 		os.Exit(2)
@@ -52,8 +68,6 @@ func run() error {
 		return err
 	}
 	p := &platform.Platform{Config: cfg, Out: os.Stdout}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	switch fs.Arg(0) {
 	case "up":
@@ -66,6 +80,14 @@ func run() error {
 	case "status":
 		if !p.Status(ctx) {
 			os.Exit(3)
+		}
+	case "leftovers":
+		left := p.RealNodeLeftovers()
+		for _, l := range left {
+			fmt.Println(l)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("the real node left %d things on this machine", len(left))
 		}
 	case "kubeconfig":
 		fmt.Println(p.Kubeconfig())

@@ -95,6 +95,7 @@ func RunAPI(ctx context.Context, o APIOptions) error {
 
 func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) {
 	cfg := platform.DefaultConfig(o.Root)
+	cfg.RealNodes = 0 // the API server's figures are about the API, on the KWOK fleet
 	logs := filepath.Join(cfg.StateDir, "..", "bench")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err

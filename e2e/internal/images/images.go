@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -31,6 +32,8 @@ type File struct {
 	Path string
 	Mode int64
 	Data []byte
+	// Source, when set, is a file whose content is streamed in place of Data.
+	Source string
 }
 
 // Image is what one image is made of, for one platform.
@@ -125,16 +128,26 @@ func ParsePlatforms(s string) ([]v1.Platform, error) {
 // layerTar writes files as a tar with sorted entries, each parent directory first, owned
 // by root, stamped with at: the same files give the same bytes.
 func layerTar(files []File, at time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writeLayerTar(&buf, files, at); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeLayerTar is layerTar writing to w, reading each Source as it goes.
+func writeLayerTar(w io.Writer, files []File, at time.Time) error {
 	entries := map[string]File{}
 	for _, f := range files {
 		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
 		if p == "" || p == "." {
-			return nil, fmt.Errorf("file %q: no name", f.Path)
+			return fmt.Errorf("file %q: no name", f.Path)
 		}
 		if strings.HasSuffix(f.Path, "/") {
 			p += "/"
 		}
-		entries[p] = File{Path: p, Mode: f.Mode, Data: f.Data}
+		f.Path = p
+		entries[p] = f
 		for dir := path.Dir(strings.TrimSuffix(p, "/")); dir != "."; dir = path.Dir(dir) {
 			if _, ok := entries[dir+"/"]; !ok {
 				entries[dir+"/"] = File{Path: dir + "/", Mode: 0o755}
@@ -146,25 +159,34 @@ func layerTar(files []File, at time.Time) ([]byte, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	tw := tar.NewWriter(w)
 	for _, n := range names {
 		f := entries[n]
 		hdr := &tar.Header{Name: f.Path, Mode: f.Mode, ModTime: at, Format: tar.FormatPAX}
-		if strings.HasSuffix(n, "/") {
+		var src io.Reader = bytes.NewReader(f.Data)
+		switch {
+		case strings.HasSuffix(n, "/"):
 			hdr.Typeflag = tar.TypeDir
-		} else {
+		case f.Source != "":
+			file, err := os.Open(f.Source)
+			if err != nil {
+				return err
+			}
+			defer file.Close()
+			info, err := file.Stat()
+			if err != nil {
+				return err
+			}
+			hdr.Typeflag, hdr.Size, src = tar.TypeReg, info.Size(), file
+		default:
 			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Data))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
+			return err
 		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return nil, err
+		if _, err := io.Copy(tw, src); err != nil {
+			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }

@@ -24,17 +24,20 @@ type Config struct {
 	// ClusterName is the kwokctl cluster name.
 	ClusterName string
 
-	APIServerPort    int
-	JobSetWebhook    int
-	JobSetHealth     int
-	KueueWebhook     int
-	KueueHealth      int
-	OperatorHealth   int
-	OperatorWebhook  int
-	OperatorMetrics  int
-	KilnAPIPort      int
-	KilnAPITLSPort   int
-	GPUNodes         int
+	APIServerPort   int
+	JobSetWebhook   int
+	JobSetHealth    int
+	KueueWebhook    int
+	KueueHealth     int
+	OperatorHealth  int
+	OperatorWebhook int
+	OperatorMetrics int
+	KilnAPIPort     int
+	KilnAPITLSPort  int
+	GPUNodes        int
+	// RealNodes is how many real nodes run beside the KWOK fleet: 1 (kiln-node-0, a
+	// kubelet with containerd on this machine) or 0.
+	RealNodes        int
 	GPUsPerNode      int
 	SpotNodes        int
 	PodsPerNode      int
@@ -77,6 +80,7 @@ const (
 	EnvPodRunDuration = "KILN_POD_RUN_DURATION"
 	EnvAPIServerPort  = "KILN_APISERVER_PORT"
 	EnvTrainer        = "KILN_TRAINER"
+	EnvRealNodes      = "KILN_REAL_NODES"
 )
 
 // DefaultConfig is the documented platform: 4 GPU nodes and 2 spot nodes of 32 CPUs,
@@ -99,6 +103,7 @@ func DefaultConfig(root string) Config {
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,
 		GPUNodes:         4,
+		RealNodes:        1,
 		GPUsPerNode:      8,
 		SpotNodes:        2,
 		PodsPerNode:      110,
@@ -116,6 +121,7 @@ func DefaultConfig(root string) Config {
 func (c Config) FromEnv() (Config, error) {
 	ints := map[string]*int{
 		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort, EnvPodsPerNode: &c.PodsPerNode,
+		EnvRealNodes: &c.RealNodes,
 	}
 	for name, dst := range ints {
 		if v, ok := os.LookupEnv(name); ok {
@@ -125,6 +131,9 @@ func (c Config) FromEnv() (Config, error) {
 			}
 			*dst = n
 		}
+	}
+	if c.RealNodes > 1 {
+		return c, fmt.Errorf("%s=%d: want 0 or 1 (one machine runs one kubelet)", EnvRealNodes, c.RealNodes)
 	}
 	if v, ok := os.LookupEnv(EnvNodeCPU); ok {
 		c.NodeCPU = v

@@ -34,6 +34,8 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		"kubeSchedulerBinary":         c.Bin("kube-scheduler"),
 		"kubectlBinary":               c.Bin("kubectl"),
 		"kwokControllerBinary":        c.Bin("kwok"),
+		// Pods reach the apiserver through the kubernetes Service, by its ClusterIP.
+		"kubeApiserverCertSANs": []string{KubernetesServiceIP, NodeIP},
 	}
 	if len(c.AuditNamespaces) > 0 {
 		policy := filepath.Join(c.ConfigDir(), "audit-policy.yaml")
@@ -54,7 +56,16 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 			map[string]any{"name": "kube-scheduler", "extraArgs": budget},
 			// On 2 cores the apiserver is what everything waits for, and a quarter of its CPU is
 			// garbage collection: it gets memory (this machine has plenty) in exchange.
-			map[string]any{"name": "kube-apiserver", "extraEnvs": []any{map[string]any{"name": "GOGC", "value": "400"}}},
+			map[string]any{
+				"name":      "kube-apiserver",
+				"extraEnvs": []any{map[string]any{"name": "GOGC", "value": "400"}},
+				"extraArgs": c.apiserverNodeArgs(),
+			},
+			// KWOK keeps to its own nodes (and their pods): the real node has a kubelet.
+			map[string]any{"name": "kwok-controller", "extraArgs": []any{
+				map[string]any{"key": "manage-all-nodes", "value": "false", "override": true},
+				map[string]any{"key": "manage-nodes-with-annotation-selector", "value": "kwok.x-k8s.io/node=fake"},
+			}},
 		},
 	}
 	head, err := yaml.Marshal(cfg)
@@ -81,6 +92,22 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 	}
 	docs = append(docs, string(logs))
 	return strings.Join(docs, "\n---\n"), nil
+}
+
+// apiserverNodeArgs give the apiserver the cluster's network (Services in ServiceCIDR, its
+// own endpoint NodeIP, where the platform forwards to it) and what it needs to reach a
+// kubelet for logs, exec and port-forward: a client certificate, and the node's InternalIP
+// (KWOK's nodes have only a Hostname, localhost).
+func (c Config) apiserverNodeArgs() []any {
+	pki := filepath.Join(c.ClusterDir(), "pki")
+	arg := func(k, v string) any { return map[string]any{"key": k, "value": v} }
+	return []any{
+		arg("service-cluster-ip-range", ServiceCIDR),
+		arg("advertise-address", NodeIP),
+		arg("kubelet-client-certificate", filepath.Join(pki, "admin.crt")),
+		arg("kubelet-client-key", filepath.Join(pki, "admin.key")),
+		arg("kubelet-preferred-address-types", "InternalIP,Hostname"),
+	}
 }
 
 // auditWritesPolicy logs each write request in the namespaces once, when its answer is

@@ -62,6 +62,9 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := p.applyNodes(ctx, cs); err != nil {
 		return err
 	}
+	if err := p.realNodeUp(ctx, cs); err != nil {
+		return err
+	}
 	if err := p.addonsUp(ctx, cs); err != nil {
 		return err
 	}
@@ -277,6 +280,10 @@ func (p *Platform) Down(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// Always, whatever RealNodes says: a node left by an earlier run is cleaned up too.
+	if err := p.realNodeDown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("real node: %w", err))
+	}
 	if _, err := os.Stat(p.ClusterDir()); err == nil {
 		p.logf("stopping and deleting the control plane %q", p.ClusterName)
 		// kwokctl removes its context from this kubeconfig; it is never created, since
@@ -316,6 +323,9 @@ func (p *Platform) Status(ctx context.Context) bool {
 	if p.Trainer == TrainerKiln {
 		procs = append(procs, p.APIServerProcess())
 	}
+	if p.RealNodes > 0 {
+		procs = append(procs, p.realNodeProcesses()...)
+	}
 	for _, proc := range procs {
 		pid, running := proc.Running()
 		report(proc.Name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
@@ -338,6 +348,7 @@ func (p *Platform) NextSteps() string {
 		"  export PATH=" + p.BinDir + ":$PATH",
 		"  kubectl get nodes -L nvidia.com/gpu.product,cloud.google.com/gke-spot",
 		"  kubectl get clusterqueues,localqueues -A",
+		"Real pods run on " + RealNodeName + " (make down stops it; KILN_REAL_NODES=0 leaves it out); a DDP job on it: docs/real-node.md",
 		"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello",
 		"Kiln's API server is at " + p.KilnAPIURL() + " (h2c: " + fmt.Sprintf("http://127.0.0.1:%d", p.KilnAPIPort) + "), for user " + DemoUser + " in namespace " + DemoNamespace + ":",
 		"  export KILN_CONFIG=" + p.ClientConfigFile(),

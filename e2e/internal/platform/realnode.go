@@ -1,0 +1,411 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kiln-ml/kiln/e2e/internal/images"
+)
+
+// The real node: a kubelet registering kiln-node-0 with this machine's CPUs and memory,
+// containerd and runc running its pods, the bridge CNI, kube-proxy for Services and CoreDNS
+// for cluster DNS, each a process the platform starts from bin/. KWOK manages only its own
+// (annotated) nodes, so it never touches this one or its pods.
+
+// NodeImages are the images imported into the node's containerd: the sandbox image, and
+// kiln.local/torch-cpu (Debian's python3-torch) for real training.
+var NodeImages = []string{"pause", "torch-cpu"}
+
+// realNodeProcesses are the node's components, in the order they start.
+func (p *Platform) realNodeProcesses() []Process {
+	cfg := p.ConfigDir()
+	proc := func(name, bin string, args ...string) Process {
+		return Process{Name: name, Path: p.Bin(bin), Args: args, RunDir: p.RunDir(), LogsDir: p.LogsDir()}
+	}
+	containerd := proc("containerd", "containerd", "--config="+filepath.Join(cfg, "containerd.toml"))
+	// containerd finds its shim, containerd-shim-runc-v2, on PATH.
+	containerd.Env = []string{"PATH=" + p.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+	return []Process{
+		proc("apiserver-forward", "kiln-platform", "forward",
+			fmt.Sprintf("--listen=%s:%d", NodeIP, p.APIServerPort), fmt.Sprintf("--to=127.0.0.1:%d", p.APIServerPort)),
+		containerd,
+		proc("coredns", "coredns", "-conf="+filepath.Join(cfg, "Corefile")),
+		proc("kube-proxy", "kube-proxy", "--config="+filepath.Join(cfg, "kube-proxy.yaml")),
+		proc("kubelet", "kubelet", p.kubeletArgs(filepath.Join(cfg, "kubelet.yaml"), filepath.Join(cfg, "kubelet.kubeconfig"))...),
+	}
+}
+
+func (p *Platform) realNodeProcess(name string) Process {
+	for _, proc := range p.realNodeProcesses() {
+		if proc.Name == name {
+			return proc
+		}
+	}
+	panic("no real node process " + name)
+}
+
+// realNodeUp starts the node, or leaves it running. A node found half running (after a
+// crash) is torn down first.
+func (p *Platform) realNodeUp(ctx context.Context, cs *clientSet) error {
+	if p.RealNodes == 0 {
+		return nil
+	}
+	procs := p.realNodeProcesses()
+	running := 0
+	for _, proc := range procs {
+		if _, ok := proc.Running(); ok {
+			running++
+		}
+	}
+	if running == len(procs) {
+		p.logf("real node %s: already running", RealNodeName)
+		return nil
+	}
+	if err := p.realNodeDown(ctx); err != nil {
+		return fmt.Errorf("cleaning up after the real node's last run: %w", err)
+	}
+	start := time.Now()
+	if err := p.recordHostState(); err != nil {
+		return err
+	}
+	for _, d := range []string{p.RealNodeDir(), p.RealNodeRunDir(), p.cniConfDir(), p.podLogsDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := bridgeUp(); err != nil {
+		return err
+	}
+	if err := p.setSysctls(); err != nil {
+		return err
+	}
+	if err := p.ensureCgroupRoot(); err != nil {
+		return err
+	}
+	sandbox, err := archiveRef(filepath.Join(p.BinDir, "images", "pause.tar"))
+	if err != nil {
+		return err
+	}
+	if err := p.writeRealNodeConfigs(ctx, cs, sandbox); err != nil {
+		return err
+	}
+	for _, proc := range procs {
+		if err := proc.Start(); err != nil {
+			return err
+		}
+		if proc.Name == "containerd" {
+			if err := p.waitContainerd(ctx); err != nil {
+				return err
+			}
+			if err := p.importNodeImages(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if err := p.waitRealNodeReady(ctx, cs); err != nil {
+		return err
+	}
+	p.logf("real node %s: Ready in %s (kubelet, containerd, kube-proxy, CoreDNS; pods in %s, Services in %s; logs in %s)",
+		RealNodeName, time.Since(start).Round(100*time.Millisecond), NodePodCIDR, ServiceCIDR, p.LogsDir())
+	return nil
+}
+
+// writeRealNodeConfigs writes each component's configuration and kubeconfig, and applies
+// the cluster objects they need: CoreDNS's RBAC and the kube-dns Service.
+func (p *Platform) writeRealNodeConfigs(ctx context.Context, cs *clientSet, sandboxImage string) error {
+	cfg := p.ConfigDir()
+	kubeconfigs := map[string][]string{
+		"kubelet.kubeconfig":    {"system:node:" + RealNodeName, "system:nodes"},
+		"kube-proxy.kubeconfig": {"system:kube-proxy", "system:authenticated"},
+		"coredns.kubeconfig":    {"system:coredns", "system:authenticated"},
+	}
+	for file, id := range kubeconfigs {
+		out, err := p.kwokctlOutput(ctx, "get", "kubeconfig", "--name", p.ClusterName, "--user", id[0], "--group", id[1])
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(cfg, file), out, 0o600); err != nil {
+			return err
+		}
+	}
+	kubelet, err := p.kubeletConfig(filepath.Join(p.ClusterDir(), "pki", "ca.crt"))
+	if err != nil {
+		return err
+	}
+	proxy, err := p.kubeProxyConfig(filepath.Join(cfg, "kube-proxy.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	cni, err := p.cniConfig()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		filepath.Join(cfg, "containerd.toml"):             []byte(p.containerdConfig(sandboxImage)),
+		filepath.Join(cfg, "kubelet.yaml"):                kubelet,
+		filepath.Join(cfg, "kube-proxy.yaml"):             proxy,
+		filepath.Join(cfg, "Corefile"):                    []byte(p.corefile(filepath.Join(cfg, "coredns.kubeconfig"))),
+		filepath.Join(p.cniConfDir(), "10-kiln.conflist"): cni,
+	}
+	for path, data := range files {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return cs.apply(ctx, clusterDNSObjects()...)
+}
+
+// clusterDNSObjects are CoreDNS's permissions (as kubeadm grants them) and the kube-dns
+// Service at ClusterDNSIP, whose one endpoint is CoreDNS on the node's address.
+func clusterDNSObjects() []*unstructured.Unstructured {
+	role := object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "system:coredns", map[string]any{
+		"rules": []any{
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"endpoints", "services", "pods", "namespaces"}, "verbs": []any{"list", "watch"}},
+			map[string]any{"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"list", "watch"}},
+		},
+	})
+	binding := object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "system:coredns", map[string]any{
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}},
+	})
+	ports := []any{
+		map[string]any{"name": "dns", "port": int64(53), "protocol": "UDP"},
+		map[string]any{"name": "dns-tcp", "port": int64(53), "protocol": "TCP"},
+	}
+	svc := object("v1", "Service", "kube-system", "kube-dns", map[string]any{
+		"spec": map[string]any{"clusterIP": ClusterDNSIP, "ports": ports},
+	})
+	svc.SetLabels(map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"})
+	slice := object("discovery.k8s.io/v1", "EndpointSlice", "kube-system", "kube-dns-"+RealNodeName, map[string]any{
+		"addressType": "IPv4",
+		"endpoints":   []any{map[string]any{"addresses": []any{NodeIP}, "conditions": map[string]any{"ready": true}, "nodeName": RealNodeName}},
+		"ports":       ports,
+	})
+	slice.SetLabels(map[string]string{"kubernetes.io/service-name": "kube-dns", "endpointslice.kubernetes.io/managed-by": FieldManager})
+	return []*unstructured.Unstructured{role, binding, svc, slice}
+}
+
+// archiveRef is the image name an OCI archive of `make images` carries.
+func archiveRef(file string) (string, error) {
+	ref, err := images.ArchiveRef(file)
+	if err != nil {
+		return "", fmt.Errorf("%w (run `make node-images`)", err)
+	}
+	return ref, nil
+}
+
+func (p *Platform) ctr(ctx context.Context, args ...string) ([]byte, error) {
+	args = append([]string{"--address", p.ContainerdSocket(), "--namespace", ContainerdNamespace}, args...)
+	out, err := exec.CommandContext(ctx, p.Bin("ctr"), args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+func (p *Platform) waitContainerd(ctx context.Context) error {
+	proc := p.realNodeProcess("containerd")
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, ok := proc.Running(); !ok {
+			return false, fmt.Errorf("containerd exited:\n%s", Tail(proc.LogFile(), 20))
+		}
+		_, err := p.ctr(ctx, "version")
+		return err == nil, nil
+	})
+}
+
+// importNodeImages imports NodeImages into containerd's k8s.io namespace; content already
+// there is not written again.
+func (p *Platform) importNodeImages(ctx context.Context) error {
+	for _, name := range NodeImages {
+		file := filepath.Join(p.BinDir, "images", name+".tar")
+		if _, err := os.Stat(file); err != nil {
+			return fmt.Errorf("image %s: %w (run `make node-images`)", name, err)
+		}
+		start := time.Now()
+		if _, err := p.ctr(ctx, "images", "import", "--local", file); err != nil {
+			return err
+		}
+		p.logf("real node %s: imported %s in %s", RealNodeName, file, time.Since(start).Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+func (p *Platform) waitRealNodeReady(ctx context.Context, cs *clientSet) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, proc := range p.realNodeProcesses() {
+			if _, ok := proc.Running(); !ok {
+				return false, fmt.Errorf("%s exited:\n--- %s (last 20 lines)\n%s", proc.Name, proc.LogFile(), Tail(proc.LogFile(), 20))
+			}
+		}
+		n, err := cs.dyn.Resource(nodeGVR).Get(ctx, RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(n.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Ready" {
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// realNodeDown stops the node and undoes everything it did to this machine, whether it
+// runs, was stopped or was killed half way: pods' sandboxes are stopped and removed through
+// the CRI (containers killed, networks torn down), the components stopped, anything left
+// killed and unmounted, iptables chains, cgroups, the bridge and the sysctls put back.
+func (p *Platform) realNodeDown(ctx context.Context) error {
+	var errs []error
+	procs := p.realNodeProcesses()
+	stop := func(name string) {
+		for _, proc := range procs {
+			if proc.Name == name {
+				if _, running := proc.Running(); running {
+					p.logf("stopping %s", proc.Name)
+				}
+				if err := proc.Stop(15 * time.Second); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	stop("kubelet")
+	if _, running := p.realNodeProcess("containerd").Running(); running {
+		if err := p.removeSandboxes(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	stop("containerd")
+	stop("kube-proxy")
+	stop("coredns")
+	stop("apiserver-forward")
+	if err := p.removeCgroups(30 * time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	// containerd's shims outlive it; with their containers gone they have nothing to do.
+	for _, pid := range processesRunning(p.Bin("containerd-shim-runc-v2")) {
+		_ = killWait(pid, 5*time.Second)
+	}
+	unmounted := p.unmountAll()
+	errs = append(errs, unmounted)
+	if _, err := os.Stat(p.Bin("kube-proxy")); err == nil && len(iptablesLeftovers()) > 0 {
+		if out, err := exec.CommandContext(ctx, p.Bin("kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, strings.TrimSpace(string(out))))
+		}
+	}
+	errs = append(errs, removeIPTablesChains(), bridgeDown())
+	for _, l := range p.containerLogLinks() {
+		errs = append(errs, os.Remove(l))
+	}
+	if unmounted == nil {
+		// Runtime state only; images and snapshots stay in RealNodeDir for the next run.
+		errs = append(errs, os.RemoveAll(p.RealNodeRunDir()), os.RemoveAll(p.kubeletRootDir()), os.RemoveAll(p.cniIPAMDir()))
+		errs = append(errs, p.restoreHostState())
+	}
+	return errors.Join(errs...)
+}
+
+// removeSandboxes stops and removes every pod sandbox through the CRI, as the kubelet would:
+// containerd kills the containers, runs the CNI DEL (veth, IP) and removes the netns.
+func (p *Platform) removeSandboxes(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+p.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range list.Items {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox of pod %s/%s: %w", sb.Metadata.Namespace, sb.Metadata.Name, err))
+			continue
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox of pod %s/%s: %w", sb.Metadata.Namespace, sb.Metadata.Name, err))
+		}
+	}
+	if len(list.Items) > 0 {
+		p.logf("real node %s: removed %d pod sandboxes", RealNodeName, len(list.Items))
+	}
+	return errors.Join(errs...)
+}
+
+// RealNodeLeftovers lists what the real node left on this machine: processes, mounts,
+// cgroups, the bridge and its veths, network namespaces, iptables rules, changed sysctls,
+// files in fixed host paths. Empty after `down`.
+func (p *Platform) RealNodeLeftovers() []string {
+	var left []string
+	for _, proc := range p.realNodeProcesses() {
+		if pids := processesRunning(proc.Path); len(pids) > 0 && proc.Name != "apiserver-forward" {
+			left = append(left, fmt.Sprintf("process %s: pids %v", proc.Path, pids))
+		}
+		if pid, ok := proc.Running(); ok {
+			left = append(left, fmt.Sprintf("process %s: pid %d", proc.Name, pid))
+		}
+	}
+	if pids := processesRunning(p.Bin("containerd-shim-runc-v2")); len(pids) > 0 {
+		left = append(left, fmt.Sprintf("containerd shims: pids %v", pids))
+	}
+	for _, m := range p.nodeMounts() {
+		left = append(left, "mount "+m)
+	}
+	for _, d := range p.cgroupDirs() {
+		left = append(left, "cgroup "+d)
+	}
+	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
+		left = append(left, "bridge "+BridgeName)
+	}
+	if links, _ := filepath.Glob("/sys/class/net/veth*"); len(links) > 0 {
+		for _, l := range links {
+			left = append(left, "veth "+filepath.Base(l))
+		}
+	}
+	if ns, _ := filepath.Glob("/run/netns/cni-*"); len(ns) > 0 {
+		left = append(left, "network namespaces "+strings.Join(ns, " "))
+	}
+	left = append(left, iptablesLeftovers()...)
+	for _, t := range p.nftTablesAdded() {
+		left = append(left, "nftables table "+t)
+	}
+	if _, err := os.Stat(p.hostStateFile()); err == nil {
+		left = append(left, "sysctls and host paths not restored ("+p.hostStateFile()+")")
+	}
+	for _, l := range p.containerLogLinks() {
+		left = append(left, "log link "+l)
+	}
+	if _, err := os.Stat(p.RealNodeRunDir()); err == nil {
+		left = append(left, "directory "+p.RealNodeRunDir())
+	}
+	return left
+}
+
+// killWait SIGKILLs pid and waits until it is gone.
+func killWait(pid int, timeout time.Duration) error {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return syscall.Kill(pid, 0) != nil, nil
+	})
+}
