@@ -301,6 +301,7 @@ generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated art
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
 	cd operator && controller-gen webhook rbac:roleName=kiln-operator paths=./... \
 		output:webhook:artifacts:config=./config/webhook output:rbac:artifacts:config=./config/rbac
+	cd apiserver && controller-gen rbac:roleName=kiln-apiserver paths=./... output:rbac:artifacts:config=./config/rbac
 	go run ./cli/cmd/kiln-docs docs/cli.md
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \

@@ -1,5 +1,8 @@
 package auth
 
+// Callers are authenticated by their bearer tokens.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package kube
 
+// Every read from the shared caches is checked for the caller first.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 import (
 	"context"
 	"fmt"

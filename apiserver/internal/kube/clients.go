@@ -1,5 +1,13 @@
 package kube
 
+// The shared caches, read with the server's own identity: TrainJobs and runtimes, the pods
+// of JobSets (a job's steps) and the runtime snapshots the operator pins jobs to
+// (ConfigMaps labelled kiln.dev/runtime-snapshot; RBAC cannot select by label), Kueue's
+// workloads and queues.
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs;trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;configmaps,verbs=list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads;localqueues;clusterqueues,verbs=get;list;watch
+
 import (
 	"context"
 	"fmt"

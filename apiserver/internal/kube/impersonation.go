@@ -3,6 +3,11 @@
 // SubjectAccessReviews that guard every read from those caches.
 package kube
 
+// The server acts as its caller: it impersonates users, their groups and UIDs, and
+// ServiceAccounts. Add userextras/<key> for each key of --impersonate-extra-keys.
+// +kubebuilder:rbac:groups="",resources=users;groups;serviceaccounts,verbs=impersonate
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=uids,verbs=impersonate
+
 import (
 	"errors"
 	"net/http"

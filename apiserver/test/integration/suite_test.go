@@ -71,7 +71,7 @@ var _ = BeforeSuite(func() {
 	cancel = c
 	// The server runs as its own ServiceAccount with the RBAC the chart installs, not as
 	// the envtest admin: what it may do is what a real install lets it do.
-	applyFile(ctx, filepath.Join("..", "..", "config", "rbac", "apiserver.yaml"))
+	applyFile(ctx, filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	applyFile(ctx, filepath.Join("..", "..", "config", "rbac", "users.yaml"))
 	createNamespace(ctx, "kiln-system")
 	serverToken := serviceAccount(ctx, "kiln-system", "kiln-apiserver")

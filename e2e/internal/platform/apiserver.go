@@ -116,7 +116,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 // root (apiserver/config/rbac).
 func APIServerRBAC(root string) ([]*unstructured.Unstructured, error) {
 	var rbac []*unstructured.Unstructured
-	for _, f := range []string{"apiserver.yaml", "users.yaml"} {
+	for _, f := range []string{"role.yaml", "users.yaml"} {
 		objs, err := kilntesting.ReadManifests(filepath.Join(root, "apiserver", "config", "rbac", f))
 		if err != nil {
 			return nil, err
