@@ -81,6 +81,11 @@ down: platform-down ## Stop every process `make up` started.
 platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) $(REAL_NODE_DEPS) ## Start the control plane, KWOK nodes, JobSet, Kueue and Kiln (CRDs, operator, runtime catalog, API server) on 127.0.0.1.
 	$(PLATFORM) up
 
+.PHONY: chart-up
+chart-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(KILN) $(BIN)/helm $(NODE_BINARIES) $(NODE_IMAGES) node-host-packages ## Start the local platform with Kiln installed by its Helm chart (charts/kiln): operator and API server as pods on the real node.
+	$(MAKE) images IMAGE_PLATFORMS=linux/$(HOST_ARCH)
+	KILN_INSTALL=chart KILN_REAL_NODES=1 $(PLATFORM) up
+
 .PHONY: platform-down cluster-down
 platform-down cluster-down: $(PLATFORM) ## Stop the local platform and every process it started.
 	$(PLATFORM) down
@@ -303,6 +308,7 @@ generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated art
 		output:webhook:artifacts:config=./config/webhook output:rbac:artifacts:config=./config/rbac
 	cd apiserver && controller-gen rbac:roleName=kiln-apiserver paths=./... output:rbac:artifacts:config=./config/rbac
 	go run ./cli/cmd/kiln-docs docs/cli.md
+	go run ./e2e/cmd/kiln-chart
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \
@@ -326,8 +332,14 @@ proto-breaking: $(BIN)/buf ## Fail when the API definitions break compatibility 
 		cd api && buf breaking proto --against "$(ROOT)/.git#branch=main,subdir=api/proto"; \
 	else echo "proto-breaking: main has no API definitions yet; nothing to compare"; fi
 
+# The chart: helm lint --strict, and a render with the default values (the schema checked).
+.PHONY: chart-lint
+chart-lint: $(BIN)/helm ## Lint the Helm chart charts/kiln (strict) and render it.
+	helm lint --strict charts/kiln
+	helm template kiln charts/kiln --namespace kiln-system --kube-version $(KUBE_VERSION) > /dev/null
+
 .PHONY: verify
-verify: generate vet lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
+verify: generate vet lint chart-lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES))" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
@@ -343,7 +355,7 @@ test-unit: ## Unit tests (no cluster).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: test-integration
-test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
+test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
 # After the run, `kiln-platform leftovers` fails if the real node left anything on this

@@ -13,7 +13,7 @@
 //	  namespace: default
 //
 // Environment variables override the current context: KILN_SERVER, KILN_TOKEN,
-// KILN_NAMESPACE, KILN_CA_FILE, KILN_CONTEXT (pick another context), and KILN_CONFIG names
+// KILN_TOKEN_FILE, KILN_NAMESPACE, KILN_CA_FILE, KILN_CONTEXT (pick another context), and KILN_CONFIG names
 // the file (default $XDG_CONFIG_HOME/kiln/config.yaml, i.e. ~/.config/kiln/config.yaml).
 package clientconfig
 
@@ -40,6 +40,7 @@ const (
 	EnvContext   = "KILN_CONTEXT"
 	EnvServer    = "KILN_SERVER"
 	EnvToken     = "KILN_TOKEN"
+	EnvTokenFile = "KILN_TOKEN_FILE"
 	EnvNamespace = "KILN_NAMESPACE"
 	EnvCAFile    = "KILN_CA_FILE"
 )
@@ -60,6 +61,9 @@ type Context struct {
 	CertificateAuthority string `json:"certificate-authority,omitempty"`
 	// Token is the bearer token: a Kubernetes ServiceAccount token or an OIDC ID token.
 	Token string `json:"token,omitempty"`
+	// TokenFile is a file holding the bearer token, read again for every request: a pod's
+	// projected ServiceAccount token, which the kubelet rotates. Token, when set, wins.
+	TokenFile string `json:"token-file,omitempty"`
 	// Namespace is where commands act unless told otherwise.
 	Namespace string `json:"namespace,omitempty"`
 }
@@ -147,6 +151,9 @@ func (c *Config) Resolve() (Context, error) {
 			out = *ctx
 		}
 	}
+	if v := os.Getenv(EnvTokenFile); v != "" {
+		out.Token, out.TokenFile = "", v
+	}
 	for env, dst := range map[string]*string{EnvServer: &out.Server, EnvToken: &out.Token, EnvNamespace: &out.Namespace, EnvCAFile: &out.CertificateAuthority} {
 		if v := os.Getenv(env); v != "" {
 			*dst = v
@@ -205,17 +212,27 @@ func (c Context) HTTPClient() (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-// BearerTransport adds the context's token to every request.
+// BearerTransport adds the context's token to every request: Token, else the content of
+// TokenFile, read for each request.
 type BearerTransport struct {
-	Token string
-	Base  http.RoundTripper
+	Token     string
+	TokenFile string
+	Base      http.RoundTripper
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t BearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.Token != "" {
+	token := t.Token
+	if token == "" && t.TokenFile != "" {
+		data, err := os.ReadFile(t.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the token file (token-file or %s): %w", EnvTokenFile, err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	if token != "" {
 		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+t.Token)
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return t.Base.RoundTrip(req)
 }
@@ -226,6 +243,6 @@ func (c Context) AuthenticatedClient() (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc.Transport = BearerTransport{Token: c.Token, Base: hc.Transport}
+	hc.Transport = BearerTransport{Token: c.Token, TokenFile: c.TokenFile, Base: hc.Transport}
 	return hc, nil
 }

@@ -71,9 +71,6 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 		object("v1", "Namespace", "", APIServerNamespace, nil),
 		object("v1", "ServiceAccount", APIServerNamespace, APIServerServiceAccount, nil),
 		Binding("ClusterRoleBinding", "", APIServerServiceAccount, "kiln-apiserver", APIServerNamespace, APIServerServiceAccount),
-		object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
-		Binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
-		Binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
 	)
 	if err := cs.apply(ctx, rbac...); err != nil {
 		return fmt.Errorf("installing the API server's RBAC: %w", err)
@@ -92,6 +89,29 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 	if err := p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort)); err != nil {
 		return err
 	}
+	if err := p.demoUser(ctx, cs); err != nil {
+		return err
+	}
+	p.logf("kiln-apiserver: %s (h2c http://127.0.0.1:%d), as ServiceAccount %s/%s; user %s in namespace %s (client config %s)",
+		p.KilnAPIURL(), p.KilnAPIPort, APIServerNamespace, APIServerServiceAccount, DemoUser, DemoNamespace, p.ClientConfigFile())
+	return nil
+}
+
+// demoUser creates the demo user (a ServiceAccount allowed to train in DemoNamespace and to
+// see the cluster's runtimes and queues) and writes its client configuration for the API
+// server at KilnAPIURL.
+func (p *Platform) demoUser(ctx context.Context, cs *clientSet) error {
+	if err := cs.apply(ctx,
+		object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
+		Binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
+		Binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
+	); err != nil {
+		return fmt.Errorf("creating the demo user: %w", err)
+	}
+	kc, err := kubernetes.NewForConfig(cs.config)
+	if err != nil {
+		return err
+	}
 	demoToken, err := ServiceAccountToken(ctx, kc, DemoNamespace, DemoUser, tokenLifetime)
 	if err != nil {
 		return err
@@ -104,12 +124,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 		Name: ClientContext, Server: p.KilnAPIURL(), CertificateAuthority: p.PKI().CAFile(), Token: demoToken, Namespace: DemoNamespace,
 	})
 	cfg.CurrentContext = ClientContext
-	if err := cfg.Save(p.ClientConfigFile()); err != nil {
-		return err
-	}
-	p.logf("kiln-apiserver: %s (h2c http://127.0.0.1:%d), as ServiceAccount %s/%s; user %s in namespace %s (client config %s)",
-		p.KilnAPIURL(), p.KilnAPIPort, APIServerNamespace, APIServerServiceAccount, DemoUser, DemoNamespace, p.ClientConfigFile())
-	return nil
+	return cfg.Save(p.ClientConfigFile())
 }
 
 // APIServerRBAC is the API server's own RBAC and its users' roles, from the repository at

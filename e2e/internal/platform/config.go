@@ -47,6 +47,8 @@ type Config struct {
 	PodRunDuration   time.Duration
 	ComponentTimeout time.Duration
 
+	// Install is how Kiln runs: local processes, or the Helm chart's pods on the real node.
+	Install Install
 	// Trainer is the TrainJob controller to run: Kiln's operator, or upstream Kubeflow
 	// Trainer for side-by-side benchmarks.
 	Trainer Trainer
@@ -113,6 +115,7 @@ func DefaultConfig(root string) Config {
 		PodRunDuration:   2 * time.Second,
 		ComponentTimeout: 90 * time.Second,
 		Trainer:          TrainerKiln,
+		Install:          InstallProcesses,
 		Controller:       ControllerBudget{QPS: 50, Burst: 100, Concurrency: 10},
 	}
 }
@@ -147,6 +150,14 @@ func (c Config) FromEnv() (Config, error) {
 			c.Trainer = Trainer(v)
 		default:
 			return c, fmt.Errorf("%s=%q: want %q or %q", EnvTrainer, v, TrainerKiln, TrainerUpstream)
+		}
+	}
+	if v, ok := os.LookupEnv(EnvInstall); ok {
+		switch Install(v) {
+		case InstallProcesses, InstallChart:
+			c.Install = Install(v)
+		default:
+			return c, fmt.Errorf("%s=%q: want %q or %q", EnvInstall, v, InstallProcesses, InstallChart)
 		}
 	}
 	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {

@@ -61,8 +61,11 @@ func (p *Platform) StartOperator(ctx context.Context) error {
 	return p.startReady(ctx, p.OperatorProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth))
 }
 
-// kilnUp starts the operator and installs the runtime catalog.
+// kilnUp starts the operator and installs the runtime catalog, or installs the chart.
 func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
+	if p.Install == InstallChart {
+		return p.chartUp(ctx, cs)
+	}
 	if err := p.StartOperator(ctx); err != nil {
 		return err
 	}

@@ -272,7 +272,8 @@ func httpOK(ctx context.Context, url string) bool {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	for _, proc := range append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.addonProcesses()...) {
+	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.chartForwards("")...)
+	for _, proc := range append(procs, p.addonProcesses()...) {
 		if _, running := proc.Running(); running {
 			p.logf("stopping %s", proc.Name)
 		}
@@ -319,9 +320,14 @@ func (p *Platform) Status(ctx context.Context) bool {
 		pid, running := proc.Running()
 		report(c.name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
-	procs := append(p.addonProcesses(), p.TrainerProcess())
-	if p.Trainer == TrainerKiln {
-		procs = append(procs, p.APIServerProcess())
+	procs := p.addonProcesses()
+	switch {
+	case p.Install == InstallChart:
+		procs = append(procs, p.chartForwards("")...)
+	case p.Trainer == TrainerKiln:
+		procs = append(procs, p.TrainerProcess(), p.APIServerProcess())
+	default:
+		procs = append(procs, p.TrainerProcess())
 	}
 	if p.RealNodes > 0 {
 		procs = append(procs, p.realNodeProcesses()...)

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,6 +28,7 @@ import (
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
@@ -46,6 +49,7 @@ type options struct {
 	webhookService          string
 	webhookSecret           string
 	preserveFor             string
+	applyCRDs               bool
 }
 
 func main() {
@@ -67,14 +71,44 @@ func main() {
 	flag.StringVar(&o.webhookService, "webhook-service-name", "kiln-webhook", "Service in front of the webhook server")
 	flag.StringVar(&o.webhookSecret, "webhook-secret-name", "kiln-webhook-certs", "Secret holding the webhook CA and certificate")
 	flag.StringVar(&o.preserveFor, "preserve-fields-for", strings.Join(kilnwebhook.DefaultPreservingUsers, ","), "comma-separated users whose TrainJob updates keep Kiln-only fields they cannot express (Kueue's controller)")
+	flag.BoolVar(&o.applyCRDs, "apply-crds", false, "install or upgrade the trainer.kubeflow.org CRDs this operator is built with, wait until they are Established, and exit (the Helm chart's pre-upgrade hook)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.applyCRDs {
+		if err := applyCRDs(ctrl.SetupSignalHandler(), o); err != nil {
+			ctrl.Log.Error(err, "Applying the CRDs failed")
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "Operator stopped")
 		os.Exit(1)
 	}
+}
+
+// applyCRDs installs or upgrades the CRDs (see package crds).
+func applyCRDs(ctx context.Context, o options) error {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := kilncrds.Apply(ctx, c, 2*time.Minute); err != nil {
+		return err
+	}
+	ctrl.Log.Info("CRDs applied and Established")
+	return nil
 }
 
 // podNamespace is the namespace the operator runs in, when it runs in a pod.

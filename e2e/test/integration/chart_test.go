@@ -1,0 +1,210 @@
+package integration
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
+	"github.com/kiln-ml/kiln/api/testing/pinned"
+)
+
+// helmTemplate renders charts/kiln as release "kiln" in namespace with the --set values.
+func helmTemplate(namespace string, set ...string) ([]*unstructured.Unstructured, string, error) {
+	root, err := pinned.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	args := []string{"template", "kiln", filepath.Join(root, "charts", "kiln"), "--namespace", namespace, "--kube-version", "1.36.3", "--include-crds"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "helm"), args...).CombinedOutput()
+	if err != nil {
+		return nil, string(out), err
+	}
+	objs, err := kilntesting.DecodeManifests(out)
+	return objs, string(out), err
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	GinkgoHelper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	Fail("no " + kind + " " + name + " in the rendered chart")
+	return nil
+}
+
+func kinds(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func containerArgs(deploy *unstructured.Unstructured) []string {
+	GinkgoHelper()
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	Expect(containers).To(HaveLen(1))
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	return args
+}
+
+var _ = Describe("The Helm chart", func() {
+	It("renders objects the apiserver accepts, in the release namespace, wired to each other", func(ctx context.Context) {
+		objs, out, err := helmTemplate("ml-platform")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		By("every object passes the apiserver's validation (server-side dry run)")
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue // envtest has them installed
+			}
+			if o.GetNamespace() != "" {
+				ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": o.GetNamespace()}}}
+				_ = k8s.Create(ctx, ns)
+			}
+			Expect(k8s.Create(ctx, o.DeepCopy(), client.DryRunAll)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		}
+
+		By("namespaced objects live in the release namespace")
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "Secret", "Pod", "Job":
+				Expect(o.GetNamespace()).To(Equal("ml-platform"), "%s %s", o.GetKind(), o.GetName())
+			}
+		}
+
+		By("the webhook configurations are the ones the operator injects its CA into, pointed at its Service")
+		svc := find(objs, "Service", "kiln-webhook")
+		// The operator's constants name the same (operator/internal/webhook's tests check them).
+		for kind, name := range map[string]string{
+			"MutatingWebhookConfiguration":   "kiln-trainjob-defaulter",
+			"ValidatingWebhookConfiguration": "kiln-trainjob-validator",
+		} {
+			cfg := find(objs, kind, name)
+			hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			Expect(hooks).NotTo(BeEmpty())
+			for _, h := range hooks {
+				ref, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
+				Expect(ref).To(HaveKeyWithValue("name", svc.GetName()))
+				Expect(ref).To(HaveKeyWithValue("namespace", "ml-platform"))
+			}
+		}
+		args := containerArgs(find(objs, "Deployment", "kiln-operator"))
+		Expect(args).To(ContainElements("--webhook-service-name=kiln-webhook", "--webhook-namespace=ml-platform",
+			"--webhook-secret-name=kiln-webhook-certs", "--cert-management=internal", "--leader-election-namespace=ml-platform"))
+		find(objs, "Secret", "kiln-webhook-certs")
+
+		By("RBAC: the bindings name the generated roles and the components' ServiceAccounts")
+		for _, b := range append(kinds(objs, "ClusterRoleBinding"), kinds(objs, "RoleBinding")...) {
+			if strings.HasSuffix(b.GetName(), "-test") || strings.HasSuffix(b.GetName(), "-crds") {
+				continue
+			}
+			roleKind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
+			roleName, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
+			find(objs, roleKind, roleName)
+			subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+			sa := subjects[0].(map[string]any)
+			find(objs, "ServiceAccount", sa["name"].(string))
+		}
+
+		By("every runtime of the catalog, and the CRDs from crds/")
+		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(5))
+		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(3))
+	})
+
+	It("runs every container as the restricted Pod Security Standard asks", func() {
+		objs, out, err := helmTemplate("kiln-system", "crds.upgrade=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var specs []map[string]any
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "Deployment", "Job":
+				spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+				specs = append(specs, spec)
+			case "Pod":
+				spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+				specs = append(specs, spec)
+			}
+		}
+		Expect(specs).To(HaveLen(4)) // operator, API server, CRD upgrade Job, helm test
+		for _, spec := range specs {
+			Expect(spec).To(HaveKeyWithValue("securityContext", HaveKeyWithValue("runAsNonRoot", true)))
+			for _, c := range spec["containers"].([]any) {
+				sc := c.(map[string]any)["securityContext"].(map[string]any)
+				Expect(sc).To(HaveKeyWithValue("allowPrivilegeEscalation", false))
+				Expect(sc).To(HaveKeyWithValue("readOnlyRootFilesystem", true))
+				Expect(sc).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("drop", ConsistOf("ALL"))))
+			}
+		}
+	})
+
+	It("takes images by tag or digest, pull secrets, scheduling, replicas with a PodDisruptionBudget", func() {
+		digest := "sha256:" + strings.Repeat("ab", 32)
+		objs, out, err := helmTemplate("kiln-system",
+			"operator.image.registry=registry.example.com/mirror", "operator.image.digest="+digest,
+			"apiserver.image.tag=v9", "imagePullSecrets[0].name=regcred",
+			"operator.replicas=2", "operator.podDisruptionBudget.enabled=true",
+			"operator.nodeSelector.pool=system", "operator.tolerations[0].key=dedicated", "operator.tolerations[0].operator=Exists")
+		Expect(err).NotTo(HaveOccurred(), out)
+		op := find(objs, "Deployment", "kiln-operator")
+		spec, _, _ := unstructured.NestedMap(op.Object, "spec", "template", "spec")
+		Expect(spec["containers"].([]any)[0]).To(HaveKeyWithValue("image", "registry.example.com/mirror/kiln-operator@"+digest))
+		Expect(spec).To(HaveKeyWithValue("imagePullSecrets", ConsistOf(HaveKeyWithValue("name", "regcred"))))
+		Expect(spec).To(HaveKeyWithValue("nodeSelector", HaveKeyWithValue("pool", "system")))
+		Expect(spec).To(HaveKeyWithValue("tolerations", HaveLen(1)))
+		Expect(op.Object["spec"]).To(HaveKeyWithValue("replicas", BeEquivalentTo(2)))
+		find(objs, "PodDisruptionBudget", "kiln-operator")
+		api := find(objs, "Deployment", "kiln-apiserver")
+		containers, _, _ := unstructured.NestedSlice(api.Object, "spec", "template", "spec", "containers")
+		Expect(containers[0]).To(HaveKeyWithValue("image", "ghcr.io/kiln-ml/kiln-apiserver:v9"))
+	})
+
+	It("uses cert-manager when asked: a Certificate, CA injection, and the operator reading the files", func() {
+		objs, out, err := helmTemplate("kiln-system", "operator.webhook.certManagement=cert-manager")
+		Expect(err).NotTo(HaveOccurred(), out)
+		cert := find(objs, "Certificate", "kiln-webhook")
+		Expect(cert.Object["spec"]).To(HaveKeyWithValue("secretName", "kiln-webhook-certs"))
+		find(objs, "Issuer", "kiln-webhook")
+		for _, o := range append(kinds(objs, "MutatingWebhookConfiguration"), kinds(objs, "ValidatingWebhookConfiguration")...) {
+			Expect(o.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "kiln-system/kiln-webhook"))
+		}
+		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement("--cert-management=files"))
+		Expect(kinds(objs, "Secret")).To(BeEmpty(), "cert-manager owns the Secret")
+	})
+
+	It("turns runtimes, the API server and the users' roles off", func() {
+		objs, out, err := helmTemplate("kiln-system", "runtimes.mpi-distributed.enabled=false", "apiserver.enabled=false", "userRoles.create=false")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(4))
+		for _, o := range objs {
+			Expect(o.GetName()).NotTo(Or(Equal("mpi-distributed"), Equal("kiln-apiserver"), Equal("kiln-user")), "%s %s", o.GetKind(), o.GetName())
+		}
+	})
+
+	It("refuses misspelt keys and wrong types, naming the key", func() {
+		for set, want := range map[string]string{
+			"operater.replicas=2":            "additional properties 'operater' not allowed",
+			"operator.replicas=two":          "/operator/replicas",
+			"operator.webhook.port=0":        "/operator/webhook/port",
+			"runtimes.torch.enabled=false":   "additional properties 'torch' not allowed",
+			"operator.image.digest=latest":   "/operator/image/digest",
+			"apiserver.extraArgs[0]=verbose": "/apiserver/extraArgs/0",
+		} {
+			_, out, err := helmTemplate("kiln-system", set)
+			Expect(err).To(HaveOccurred(), set)
+			Expect(out).To(ContainSubstring(want), set)
+		}
+	})
+})
