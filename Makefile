@@ -35,6 +35,8 @@ NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-sh
 	$(addprefix $(BIN)/cni/,bridge host-local loopback portmap)
 # The real node (KILN_REAL_NODES, 1 by default) needs its binaries and images.
 KILN_REAL_NODES ?= 1
+# How `make test-e2e` runs Kiln: processes (fast), or chart (the Helm chart's pods on the real node).
+KILN_INSTALL ?= processes
 NODE_IMAGES := $(BIN)/images/pause.tar $(BIN)/images/torch-cpu.tar
 REAL_NODE_DEPS := $(if $(filter 0,$(KILN_REAL_NODES)),,$(NODE_BINARIES) $(NODE_IMAGES) node-host-packages)
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
@@ -362,8 +364,8 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $
 # machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables
 # rules or nftables tables, sysctls, files in host paths).
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind.
-	$(MAKE) platform-down platform-up
-	rc=0; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
+	$(MAKE) platform-down $(if $(filter chart,$(KILN_INSTALL)),chart-up,platform-up)
+	rc=0; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
 		go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \
 		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc

@@ -454,3 +454,27 @@ func (c Config) containerLogLinks() []string {
 	}
 	return ours
 }
+
+// PodPIDs lists the processes of the real node's pod with this UID, from its cgroup: what
+// a test kills to crash the pod's containers as a machine failure would.
+func (c Config) PodPIDs(uid string) []int {
+	seen := map[int]bool{}
+	var pids []int
+	for _, d := range c.cgroupDirs() {
+		if !strings.Contains(d, "pod"+uid) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			var pid int
+			if _, err := fmt.Sscan(f, &pid); err == nil && !seen[pid] {
+				seen[pid] = true
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}

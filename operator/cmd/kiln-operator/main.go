@@ -36,6 +36,9 @@ type options struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
 	qps                     float64
 	burst                   int
 	concurrency             int
@@ -58,6 +61,9 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 10*time.Second, "how long a leader's Lease lasts unrenewed: a standby takes over at most this long after the leader died")
+	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 7*time.Second, "how long the leader keeps trying to renew before it stops leading")
+	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the Kubernetes API")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
 	flag.IntVar(&o.concurrency, "trainjob-concurrency", 10, "TrainJobs reconciled in parallel")
@@ -145,6 +151,9 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kiln-operator.trainer.kubeflow.org",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
 		GracefulShutdownTimeout: &o.gracefulShutdown,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}),
 	})

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+// The chart's own promises, on the install `make test-e2e KILN_INSTALL=chart` made. The
+// rest of the suite runs against that install too.
+var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
+	var p *platform.Platform
+	helm := func(ctx context.Context, args ...string) string {
+		GinkgoHelper()
+		out, err := p.Helm(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		return out
+	}
+
+	BeforeAll(func() {
+		if os.Getenv(platform.EnvInstall) != string(platform.InstallChart) || os.Getenv("KILN_ROOT") == "" {
+			Skip("Kiln was not installed by its chart on the local platform (make test-e2e KILN_INSTALL=chart)")
+		}
+		cfg := platform.DefaultConfig(os.Getenv("KILN_ROOT"))
+		cfg.Install = platform.InstallChart
+		p = &platform.Platform{Config: cfg, Out: GinkgoWriter}
+	})
+
+	It("passes `helm test`: a TrainJob submitted with the kiln CLI through the API server completes", func(ctx context.Context) {
+		out := helm(ctx, "test", platform.ReleaseName, "-n", platform.APIServerNamespace, "--timeout", "3m", "--hide-notes")
+		Expect(strings.Count(out, "Phase:          Succeeded")).To(Equal(3), out)
+	})
+
+	It("keeps admission working throughout `helm upgrade` with changed values, and upgrades the CRDs first", func(ctx context.Context) {
+		ns := newNamespace(ctx, "chart-upgrade")
+		var attempts, failures atomic.Int32
+		var firstFailure atomic.Value
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer GinkgoRecover()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				tj := torchJob(ns, "probe", 1)
+				attempts.Add(1)
+				// Server-side dry run: the TrainJob goes through both webhooks and is not stored.
+				if err := k8s.Create(ctx, tj, client.DryRunAll); err != nil {
+					failures.Add(1)
+					firstFailure.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+		// A new log level changes the operator's pod template: a rolling update, from one
+		// replica to two (hot standby) with a PodDisruptionBudget.
+		helm(ctx, "upgrade", platform.ReleaseName, p.Root+"/charts/kiln", "-n", platform.APIServerNamespace, "--reuse-values",
+			"--set", "operator.logLevel=info", "--set", "operator.replicas=2", "--set", "operator.podDisruptionBudget.enabled=true",
+			"--wait", "--timeout", "5m")
+		time.Sleep(2 * time.Second)
+		close(stop)
+		wg.Wait()
+		Expect(attempts.Load()).To(BeNumerically(">", 20))
+		Expect(failures.Load()).To(BeZero(), "%d of %d admissions failed during the upgrade, the first: %v", failures.Load(), attempts.Load(), firstFailure.Load())
+
+		deploy := &appsv1.Deployment{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: platform.ReleaseName + "-operator"}, deploy)).To(Succeed())
+		Expect(deploy.Status.ReadyReplicas).To(BeEquivalentTo(2))
+		Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--zap-log-level=info"))
+
+		By("the pre-upgrade hook applied the CRDs (server-side, as kiln-operator)")
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: apiextensionsv1.GroupName, Version: "v1", Kind: "CustomResourceDefinition"})
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "trainjobs.trainer.kubeflow.org"}, crd)).To(Succeed())
+		var managers []string
+		for _, m := range crd.GetManagedFields() {
+			managers = append(managers, m.Manager)
+		}
+		Expect(managers).To(ContainElement("kiln-operator"))
+	})
+
+	It("hands leadership over within 15s when the leader's pod is killed, missing and doubling no deadline or TTL", func(ctx context.Context) {
+		ns := newNamespace(ctx, "chart-handover")
+		late := torchJob(ns, "late", 1)
+		late.Spec.ActiveDeadlineSeconds = ptr.To[int64](8)
+		late.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		Expect(k8s.Create(ctx, late)).To(Succeed())
+		done := torchJob(ns, "done", 1)
+		done.Spec.TTLSecondsAfterFinished = ptr.To[int32](8)
+		Expect(k8s.Create(ctx, done)).To(Succeed())
+		waitCondition(ctx, ns, "done", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(getTrainJob(ctx, g, ns, "late").Status.StartTime).NotTo(BeNil())
+		}).Should(Succeed())
+
+		leader := leaderPod(ctx)
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: leader}, pod)).To(Succeed())
+		crashPods(ctx, *pod)
+		killed := time.Now()
+		Eventually(ctx, func() string { return leaderPod(ctx) }).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).
+			ShouldNot(Or(Equal(leader), BeEmpty()))
+		handover := time.Since(killed)
+		Expect(handover).To(BeNumerically("<", 15*time.Second), "handed over")
+		AddReportEntry("leader handover after a crash", handover.String())
+
+		waitCondition(ctx, ns, "late", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+		Eventually(ctx, func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "done"}, &trainer.TrainJob{}))
+		}).Should(BeTrue())
+		Consistently(ctx, func(g Gomega) {
+			g.Expect(events(ctx, g, ns, "late", trainer.TrainJobDeadlineExceededReason)).To(HaveLen(1))
+			g.Expect(events(ctx, g, ns, "done", "TTLExpired")).To(HaveLen(1))
+		}).WithTimeout(3 * time.Second).Should(Succeed())
+	})
+
+	It("uninstalls, leaving the CRDs and the users' TrainJobs, and nothing else of Kiln's", func(ctx context.Context) {
+		ns := newNamespace(ctx, "chart-uninstall")
+		Expect(k8s.Create(ctx, torchJob(ns, "kept", 1))).To(Succeed())
+		waitCondition(ctx, ns, "kept", trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		DeferCleanup(func(ctx context.Context) {
+			By("installing the chart again for the specs that follow")
+			cmd := exec.CommandContext(ctx, p.Bin("kiln-platform"), "--root", p.Root, "up")
+			cmd.Env = append(os.Environ(), platform.EnvInstall+"="+string(platform.InstallChart))
+			out, err := cmd.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+		})
+
+		helm(ctx, "uninstall", platform.ReleaseName, "-n", platform.APIServerNamespace, "--wait", "--timeout", "3m")
+
+		selector := client.MatchingLabels{"app.kubernetes.io/instance": platform.ReleaseName, "app.kubernetes.io/name": "kiln"}
+		for _, list := range []client.ObjectList{
+			&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{}, &corev1.SecretList{}, &corev1.PodList{},
+		} {
+			Eventually(ctx, func(g Gomega) {
+				g.Expect(k8s.List(ctx, list, client.InNamespace(platform.APIServerNamespace), selector)).To(Succeed())
+				items, err := meta.ExtractList(list)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(items).To(BeEmpty(), "%T left behind", list)
+			}).Should(Succeed())
+		}
+		for _, kind := range []string{"ClusterRoleList", "ClusterRoleBindingList", "MutatingWebhookConfigurationList", "ValidatingWebhookConfigurationList"} {
+			l := &unstructured.UnstructuredList{}
+			group := "rbac.authorization.k8s.io"
+			if strings.Contains(kind, "Webhook") {
+				group = "admissionregistration.k8s.io"
+			}
+			l.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind})
+			Expect(k8s.List(ctx, l, selector)).To(Succeed())
+			Expect(l.Items).To(BeEmpty(), "%s left behind", kind)
+		}
+		runtimes := &trainer.ClusterTrainingRuntimeList{}
+		Expect(k8s.List(ctx, runtimes)).To(Succeed())
+		Expect(runtimes.Items).To(BeEmpty())
+
+		By("the CRDs and the user's TrainJob stay")
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &trainer.TrainJob{})).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "trainjobs.trainer.kubeflow.org"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+	})
+})
+
+// leaderPod is the operator pod holding its leader election Lease ("" when none does).
+func leaderPod(ctx context.Context) string {
+	lease := &coordinationv1.Lease{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: operatorLease}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	if lease.Spec.RenewTime != nil && lease.Spec.LeaseDurationSeconds != nil &&
+		time.Since(lease.Spec.RenewTime.Time) > time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second {
+		return "" // expired
+	}
+	holder, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return holder
+}
