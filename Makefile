@@ -350,7 +350,11 @@ verify: generate vet lint chart-lint proto-breaking ## Regenerate and lint every
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test: unit, envtest integration, e2e on the local platform.
+test: test-unit test-integration test-e2e test-e2e-chart ## Run every test: unit, envtest integration, e2e on the local platform (Kiln as processes, then installed by its chart).
+
+.PHONY: test-e2e-chart
+test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the real node, plus the chart's own specs.
+	$(MAKE) test-e2e KILN_INSTALL=chart
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
