@@ -135,18 +135,16 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		ref := fmt.Sprintf("%s/%s:%s", *registry, name, *version)
-		file := filepath.Join(*out, name+".tar")
-		if err := images.WriteArchive(file, ref, idx, at); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		digest, err := idx.Digest()
-		if err != nil {
+		if err := writeArchive(*out, *registry, name, *version, idx, at); err != nil {
 			return err
 		}
-		fmt.Printf("%s@%s -> %s\n", ref, digest, file)
 	}
 	return nil
+}
+
+// writeArchive writes idx as <out>/<name>.tar, named <registry>/<name>:<version>.
+func writeArchive(out, registry, name, version string, idx v1.ImageIndex, at time.Time) error {
+	return writeArchive(out, registry, name, version, idx, at)
 }
 
 func rootfsImage(rootfs, out, registry, name, version string, cmd []string, at time.Time) error {
@@ -163,15 +161,5 @@ func rootfsImage(rootfs, out, registry, name, version string, cmd []string, at t
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex),
 		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
-	ref := fmt.Sprintf("%s/%s:%s", registry, name, version)
-	file := filepath.Join(out, name+".tar")
-	if err := images.WriteArchive(file, ref, idx, at); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	digest, err := idx.Digest()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s@%s -> %s\n", ref, digest, file)
-	return nil
+	return writeArchive(out, registry, name, version, idx, at)
 }

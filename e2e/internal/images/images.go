@@ -72,6 +72,12 @@ func Build(img Image, platform v1.Platform) (v1.Image, error) {
 			return nil, fmt.Errorf("layer %d: %w", i, err)
 		}
 	}
+	return withConfig(out, img, platform)
+}
+
+// withConfig sets out's config from img (entrypoint, command, user, environment, labels,
+// timestamp) for platform.
+func withConfig(out v1.Image, img Image, platform v1.Platform) (v1.Image, error) {
 	cf, err := out.ConfigFile()
 	if err != nil {
 		return nil, err

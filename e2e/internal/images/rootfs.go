@@ -35,17 +35,7 @@ func RootfsImage(rootfs, layerFile string, platform v1.Platform, cfg Image) (v1.
 	}}); err != nil {
 		return nil, err
 	}
-	cf, err := out.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS, cf.Variant = platform.Architecture, platform.OS, platform.Variant
-	cf.Created = v1.Time{Time: cfg.Created}
-	cf.Config.Entrypoint, cf.Config.Cmd = cfg.Entrypoint, cfg.Cmd
-	cf.Config.User, cf.Config.Env, cf.Config.Labels = cfg.User, cfg.Env, cfg.Labels
-	cf.Config.WorkingDir = "/"
-	return mutate.ConfigFile(out, cf)
+	return withConfig(out, cfg, platform)
 }
 
 // writeRootfsTar writes the tree under root as a tar: entries in WalkDir's (lexical) order,
