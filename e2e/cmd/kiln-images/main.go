@@ -144,7 +144,17 @@ func run() error {
 
 // writeArchive writes idx as <out>/<name>.tar, named <registry>/<name>:<version>.
 func writeArchive(out, registry, name, version string, idx v1.ImageIndex, at time.Time) error {
-	return writeArchive(out, registry, name, version, idx, at)
+	ref := fmt.Sprintf("%s/%s:%s", registry, name, version)
+	file := filepath.Join(out, name+".tar")
+	if err := images.WriteArchive(file, ref, idx, at); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s@%s -> %s\n", ref, digest, file)
+	return nil
 }
 
 func rootfsImage(rootfs, out, registry, name, version string, cmd []string, at time.Time) error {
