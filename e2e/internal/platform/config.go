@@ -144,21 +144,11 @@ func (c Config) FromEnv() (Config, error) {
 	if v, ok := os.LookupEnv(EnvNodeMemory); ok {
 		c.NodeMemory = v
 	}
-	if v, ok := os.LookupEnv(EnvTrainer); ok {
-		switch Trainer(v) {
-		case TrainerKiln, TrainerUpstream:
-			c.Trainer = Trainer(v)
-		default:
-			return c, fmt.Errorf("%s=%q: want %q or %q", EnvTrainer, v, TrainerKiln, TrainerUpstream)
-		}
+	if err := lookupEnum(EnvTrainer, &c.Trainer, TrainerKiln, TrainerUpstream); err != nil {
+		return c, err
 	}
-	if v, ok := os.LookupEnv(EnvInstall); ok {
-		switch Install(v) {
-		case InstallProcesses, InstallChart:
-			c.Install = Install(v)
-		default:
-			return c, fmt.Errorf("%s=%q: want %q or %q", EnvInstall, v, InstallProcesses, InstallChart)
-		}
+	if err := lookupEnum(EnvInstall, &c.Install, InstallProcesses, InstallChart); err != nil {
+		return c, err
 	}
 	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {
 		d, err := time.ParseDuration(v)
@@ -168,6 +158,21 @@ func (c Config) FromEnv() (Config, error) {
 		c.PodRunDuration = d
 	}
 	return c, nil
+}
+
+// lookupEnum sets *dst from the environment variable name when it is set to one of allowed.
+func lookupEnum[T ~string](name string, dst *T, allowed ...T) error {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return nil
+	}
+	for _, a := range allowed {
+		if T(v) == a {
+			*dst = a
+			return nil
+		}
+	}
+	return fmt.Errorf("%s=%q: want one of %q", name, v, allowed)
 }
 
 // Bin is the path of a pinned binary.

@@ -25,10 +25,17 @@ func TestFromEnv(t *testing.T) {
 		"negative count": {env: map[string]string{EnvGPUNodes: "-1"}, wantErr: true},
 		"not a duration": {env: map[string]string{EnvPodRunDuration: "5"}, wantErr: true},
 		"not a port":     {env: map[string]string{EnvAPIServerPort: "x"}, wantErr: true},
+		"chart install without the real node": {
+			env:  map[string]string{EnvInstall: "chart", EnvRealNodes: "0", EnvTrainer: "upstream"},
+			want: func(c *Config) { c.Install, c.RealNodes, c.Trainer = InstallChart, 0, TrainerUpstream },
+		},
+		"unknown install": {env: map[string]string{EnvInstall: "helm"}, wantErr: true},
+		"unknown trainer": {env: map[string]string{EnvTrainer: "kubeflow"}, wantErr: true},
+		"two real nodes":  {env: map[string]string{EnvRealNodes: "2"}, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort} {
+			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort, EnvInstall, EnvRealNodes, EnvTrainer} {
 				t.Setenv(k, "") // restored after the test
 				os.Unsetenv(k)
 			}

@@ -99,13 +99,9 @@ func (p *Platform) waitNodesReady(ctx context.Context, cs *clientSet) error {
 			return false, nil
 		}
 		ready := 0
-		for _, n := range list.Items {
-			conds, _, _ := unstructured.NestedSlice(n.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Ready" && m["status"] == "True" {
-					ready++
-				}
+		for i := range list.Items {
+			if conditionTrue(&list.Items[i], "Ready") {
+				ready++
 			}
 		}
 		return ready >= want, nil

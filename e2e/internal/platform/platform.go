@@ -223,14 +223,7 @@ func (cs *clientSet) waitCRDsEstablished(ctx context.Context, objs []*unstructur
 			if err != nil {
 				return false, nil
 			}
-			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
+			return conditionTrue(crd, "Established"), nil
 		})
 		if err != nil {
 			return fmt.Errorf("CRD %s is not established: %w", name, err)
@@ -238,6 +231,26 @@ func (cs *clientSet) waitCRDsEstablished(ctx context.Context, objs []*unstructur
 	}
 	cs.mapper.Reset()
 	return nil
+}
+
+// conditionTrue reports whether obj's status has condition t with status True.
+func conditionTrue(obj *unstructured.Unstructured, t string) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == t {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// stopProcess stops proc (see Process.Stop), saying so when it ran.
+func (p *Platform) stopProcess(proc Process) error {
+	if _, running := proc.Running(); running {
+		p.logf("stopping %s", proc.Name)
+	}
+	return proc.Stop(15 * time.Second)
 }
 
 // tlsListening reports whether a TLS server on 127.0.0.1:port accepts connections.
@@ -274,10 +287,7 @@ func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
 	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.chartForwards("")...)
 	for _, proc := range append(procs, p.addonProcesses()...) {
-		if _, running := proc.Running(); running {
-			p.logf("stopping %s", proc.Name)
-		}
-		if err := proc.Stop(15 * time.Second); err != nil {
+		if err := p.stopProcess(proc); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -256,14 +256,7 @@ func (p *Platform) waitRealNodeReady(ctx context.Context, cs *clientSet) error {
 		if err != nil {
 			return false, nil
 		}
-		conds, _, _ := unstructured.NestedSlice(n.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "Ready" {
-				return m["status"] == "True", nil
-			}
-		}
-		return false, nil
+		return conditionTrue(n, "Ready"), nil
 	})
 }
 
@@ -277,12 +270,7 @@ func (p *Platform) realNodeDown(ctx context.Context) error {
 	stop := func(name string) {
 		for _, proc := range procs {
 			if proc.Name == name {
-				if _, running := proc.Running(); running {
-					p.logf("stopping %s", proc.Name)
-				}
-				if err := proc.Stop(15 * time.Second); err != nil {
-					errs = append(errs, err)
-				}
+				errs = append(errs, p.stopProcess(proc))
 			}
 		}
 	}
