@@ -38,6 +38,9 @@ KILN_REAL_NODES ?= 1
 # How `make test-e2e` runs Kiln: processes (fast), or chart (the Helm chart's pods on the real node).
 KILN_INSTALL ?= processes
 NODE_IMAGES := $(BIN)/images/pause.tar $(BIN)/images/torch-cpu.tar
+# The chart's dependencies (JobSet's and Kueue's charts) and, for its local install, their images.
+CHART_DEPS := charts/kiln/charts/jobset/Chart.yaml charts/kiln/charts/kueue/Chart.yaml
+ADDON_IMAGES := $(BIN)/images/jobset.tar $(BIN)/images/kueue.tar
 REAL_NODE_DEPS := $(if $(filter 0,$(KILN_REAL_NODES)),,$(NODE_BINARIES) $(NODE_IMAGES) node-host-packages)
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
@@ -84,7 +87,7 @@ platform-up cluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OP
 	$(PLATFORM) up
 
 .PHONY: chart-up
-chart-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(KILN) $(BIN)/helm $(NODE_BINARIES) $(NODE_IMAGES) node-host-packages ## Start the local platform with Kiln installed by its Helm chart (charts/kiln): operator and API server as pods on the real node.
+chart-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(KILN) $(BIN)/helm $(CHART_DEPS) $(ADDON_IMAGES) $(NODE_BINARIES) $(NODE_IMAGES) node-host-packages ## Start the local platform with Kiln installed by its Helm chart (charts/kiln): operator, API server, JobSet and Kueue as pods on the real node.
 	$(MAKE) images IMAGE_PLATFORMS=linux/$(HOST_ARCH)
 	KILN_INSTALL=chart KILN_REAL_NODES=1 $(PLATFORM) up
 
@@ -139,6 +142,19 @@ $(BIN)/images/pause.tar: $(call go_sources,e2e/cmd/kiln-pause e2e/cmd/kiln-image
 	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
 		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)" pause
 
+# JobSet's and Kueue's images for the chart's local install (nothing can be pulled here): the
+# pinned static binaries as /manager, upstream's entrypoint, on Kiln's base; this machine's
+# platform only, tagged with the pinned version (kiln.local/jobset:v0.12.0).
+$(ADDON_IMAGES): $(BIN)/images/%.tar: $(BIN)/% $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+	@mkdir -p $(IMAGES_BUILD)/linux_$(HOST_ARCH)
+	ln -sf $(BIN)/$* $(IMAGES_BUILD)/linux_$(HOST_ARCH)/$*
+	version="$$(cd tools/$* && $(TOOLS_ENV) go list -m -f '{{.Version}}' sigs.k8s.io/$*)"; \
+		go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
+		--version "$$version" --revision "$$version" --source https://github.com/kubernetes-sigs/$* $*
+
+.PHONY: addon-images
+addon-images: $(ADDON_IMAGES) ## Build JobSet's and Kueue's images from the pinned binaries, for the chart's local install.
+
 # kiln.local/torch-cpu: a Debian root filesystem (debootstrap, DEBIAN_SUITE from
 # DEBIAN_MIRROR) with the packages in e2e/images/torch-cpu/packages, finished by its
 # customize.sh, as one layer. The root filesystem is kept in bin/ and rebuilt only when
@@ -172,6 +188,27 @@ push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <imag
 
 .PHONY: cli
 cli: $(KILN) ## Build the kiln CLI into bin/kiln (and bin/kubectl-kiln, the kubectl plugin).
+
+# JobSet's and Kueue's own Helm charts, the umbrella chart's dependencies, copied from the
+# pinned Go modules (never committed: other projects' source). One change: Kueue's chart has
+# its CRDs among its templates, so `helm uninstall` would delete them, every queue and
+# Workload with them, and hang on their finalizers once Kueue's controller is gone. Kiln
+# keeps CRDs by policy, so the copy marks each with helm.sh/resource-policy: keep.
+charts/kiln/charts/%/Chart.yaml: tools/%/go.mod tools/%/go.sum
+	dir="$$($(call module_dir,$*,sigs.k8s.io/$*))"; rm -rf $(@D) && mkdir -p $(dir $(@D)) && cp -R "$$dir/charts/$*" $(@D)
+	chmod -R u+w $(@D)
+	if [ -d $(@D)/templates/crd ]; then \
+		sed -i '0,/^  annotations:$$/s//  annotations:\n    helm.sh\/resource-policy: keep/' $(@D)/templates/crd/*.yaml; \
+		! grep -L 'helm.sh/resource-policy: keep' $(@D)/templates/crd/*.yaml | grep .; \
+	fi
+	touch $@
+
+.PHONY: chart-package
+chart-package: $(BIN)/helm $(CHART_DEPS) ## Package the chart with its dependencies as bin/charts/kiln-<version>.tgz.
+	helm package charts/kiln --destination $(BIN)/charts
+
+.PHONY: chart-deps
+chart-deps: $(CHART_DEPS) ## Copy the chart's dependencies, JobSet's and Kueue's upstream charts, from the pinned modules into charts/kiln/charts.
 
 $(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
 	@mkdir -p $(@D)
@@ -245,11 +282,13 @@ $(BIN)/trainer-controller-manager: tools/trainer/go.mod tools/trainer/go.sum
 $(BIN)/kwok $(BIN)/kwokctl: tools/kwok/go.mod tools/kwok/go.sum
 	cd tools/kwok && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kwok/cmd/$(@F)
 
+# JobSet and Kueue are static (no cgo): the same binaries run as the platform's processes
+# and, as /manager, in the images of the chart's local install (make addon-images).
 $(BIN)/jobset: tools/jobset/go.mod tools/jobset/go.sum
-	cd tools/jobset && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/jobset
+	cd tools/jobset && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/jobset
 
 $(BIN)/kueue: tools/kueue/go.mod tools/kueue/go.sum
-	cd tools/kueue && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kueue/cmd/kueue
+	cd tools/kueue && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kueue/cmd/kueue
 
 $(BIN)/controller-gen: tools/controller-gen/go.mod tools/controller-gen/go.sum
 	cd tools/controller-gen && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -334,14 +373,20 @@ proto-breaking: $(BIN)/buf ## Fail when the API definitions break compatibility 
 		cd api && buf breaking proto --against "$(ROOT)/.git#branch=main,subdir=api/proto"; \
 	else echo "proto-breaking: main has no API definitions yet; nothing to compare"; fi
 
+# e2e/kind's script (it runs only on a host with Docker and a GPU): shellcheck, from Debian.
+.PHONY: kind-lint
+kind-lint: ## Check e2e/kind/run.sh with shellcheck.
+	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
+	shellcheck e2e/kind/*.sh
+
 # The chart: helm lint --strict, and a render with the default values (the schema checked).
 .PHONY: chart-lint
-chart-lint: $(BIN)/helm ## Lint the Helm chart charts/kiln (strict) and render it.
+chart-lint: $(BIN)/helm $(CHART_DEPS) ## Lint the Helm chart charts/kiln (strict) and render it.
 	helm lint --strict charts/kiln
 	helm template kiln charts/kiln --namespace kiln-system --kube-version $(KUBE_VERSION) > /dev/null
 
 .PHONY: verify
-verify: generate vet lint chart-lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
+verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES))" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
@@ -361,7 +406,7 @@ test-unit: ## Unit tests (no cluster).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: test-integration
-test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
+test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(CHART_DEPS) $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
 # After the run, `kiln-platform leftovers` fails if the real node left anything on this

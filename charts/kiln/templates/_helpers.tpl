@@ -72,3 +72,25 @@ securityContext:
   seccompProfile:
     type: RuntimeDefault
 {{- end -}}
+
+{{/*
+The users whose TrainJob updates keep Kiln-only fields (the operator's --preserve-fields-for):
+Kueue's controller, as a separate install names it, as this release's Kueue names it (the Kueue
+chart's kueue.fullname, followed by "-controller-manager"), and operator.preserveFieldsFor.
+*/}}
+{{- define "kiln.preservingUsers" -}}
+{{- $users := list "system:serviceaccount:kueue-system:kueue-controller-manager" -}}
+{{- if .Values.kueue.install -}}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s-controller-manager" .Release.Namespace (include "kiln.kueueFullname" .)) -}}
+{{- end -}}
+{{- concat $users .Values.operator.preserveFieldsFor | uniq | join "," -}}
+{{- end -}}
+
+{{/* The names of this release's Kueue objects: the Kueue chart's kueue.fullname, computed from its values. */}}
+{{- define "kiln.kueueFullname" -}}
+{{- $k := .Values.kueue -}}
+{{- $name := default "kueue" $k.nameOverride -}}
+{{- $full := printf "%s-%s" .Release.Name $name -}}
+{{- if $k.fullnameOverride }}{{ $full = $k.fullnameOverride }}{{ else if contains $name .Release.Name }}{{ $full = .Release.Name }}{{ end -}}
+{{- $full | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

@@ -114,7 +114,24 @@ func run() error {
 			}, nil
 		}
 	}
+	// JobSet's and Kueue's controllers, as upstream's images hold them: /manager.
+	managerImage := func(binary string) func(v1.Platform) (images.Image, error) {
+		return func(p v1.Platform) (images.Image, error) {
+			path := filepath.Join(*binaries, p.OS+"_"+p.Architecture, binary)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return images.Image{}, fmt.Errorf("%s for %s: %w (make addon-images builds it)", binary, p, err)
+			}
+			return images.Image{
+				Layers:     [][]images.File{base, {{Path: "manager", Mode: 0o755, Data: data}}},
+				Entrypoint: []string{"/manager"},
+				User:       user, Env: images.BaseEnv, Labels: labels, Created: at,
+			}, nil
+		}
+	}
 	build := map[string]func(v1.Platform) (images.Image, error){
+		"jobset": managerImage("jobset"),
+		"kueue":  managerImage("kueue"),
 		"base": func(v1.Platform) (images.Image, error) {
 			return images.Image{Layers: [][]images.File{base}, User: user, Env: images.BaseEnv, Labels: labels, Created: at}, nil
 		},
@@ -129,7 +146,7 @@ func run() error {
 	for _, name := range names {
 		b, ok := build[name]
 		if !ok {
-			return fmt.Errorf("no image %q: choose from base, pause, kiln-operator, kiln-apiserver, kiln", name)
+			return fmt.Errorf("no image %q: choose from base, pause, kiln-operator, kiln-apiserver, kiln, jobset, kueue", name)
 		}
 		idx, err := images.Index(b, platforms)
 		if err != nil {
