@@ -29,6 +29,7 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
+	"github.com/kiln-ml/kiln/operator/internal/manifests"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
@@ -53,6 +54,9 @@ type options struct {
 	webhookSecret           string
 	preserveFor             string
 	applyCRDs               bool
+	applyManifests          string
+	deleteManifests         string
+	manifestsTimeout        time.Duration
 }
 
 func main() {
@@ -78,6 +82,9 @@ func main() {
 	flag.StringVar(&o.webhookSecret, "webhook-secret-name", "kiln-webhook-certs", "Secret holding the webhook CA and certificate")
 	flag.StringVar(&o.preserveFor, "preserve-fields-for", strings.Join(kilnwebhook.DefaultPreservingUsers, ","), "comma-separated users whose TrainJob updates keep Kiln-only fields they cannot express (Kueue's controller)")
 	flag.BoolVar(&o.applyCRDs, "apply-crds", false, "install or upgrade the trainer.kubeflow.org CRDs this operator is built with, wait until they are Established, and exit (the Helm chart's pre-upgrade hook)")
+	flag.StringVar(&o.applyManifests, "apply-manifests", "", "server-side apply the objects in this YAML file, waiting (up to --manifests-timeout) until their kinds are served and their webhooks answer, and exit (the Helm chart's hook for its default Kueue queues)")
+	flag.StringVar(&o.deleteManifests, "delete-manifests", "", "delete the objects in this YAML file and exit (the Helm chart's pre-delete hook)")
+	flag.DurationVar(&o.manifestsTimeout, "manifests-timeout", 5*time.Minute, "how long --apply-manifests waits for each object")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -85,6 +92,13 @@ func main() {
 	if o.applyCRDs {
 		if err := applyCRDs(ctrl.SetupSignalHandler(), o); err != nil {
 			ctrl.Log.Error(err, "Applying the CRDs failed")
+			os.Exit(1)
+		}
+		return
+	}
+	if o.applyManifests != "" || o.deleteManifests != "" {
+		if err := runManifests(ctrl.SetupSignalHandler(), o); err != nil {
+			ctrl.Log.Error(err, "Manifests failed")
 			os.Exit(1)
 		}
 		return
@@ -115,6 +129,35 @@ func applyCRDs(ctx context.Context, o options) error {
 	}
 	ctrl.Log.Info("CRDs applied and Established")
 	return nil
+}
+
+// runManifests applies or deletes the objects of a file (see package manifests).
+func runManifests(ctx context.Context, o options) error {
+	if o.applyManifests != "" && o.deleteManifests != "" {
+		return fmt.Errorf("--apply-manifests and --delete-manifests: give one")
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("manifests"))
+	if o.deleteManifests != "" {
+		objs, err := manifests.Read(o.deleteManifests)
+		if err != nil {
+			return err
+		}
+		return manifests.Delete(ctx, c, objs)
+	}
+	objs, err := manifests.Read(o.applyManifests)
+	if err != nil {
+		return err
+	}
+	return manifests.Apply(ctx, c, objs, 2*time.Second, o.manifestsTimeout)
 }
 
 // podNamespace is the namespace the operator runs in, when it runs in a pod.
