@@ -31,8 +31,9 @@ const (
 	ReleaseName = "kiln"
 )
 
-// ChartImages are the images the chart's pods run, imported into the real node.
-var ChartImages = []string{"kiln-operator", "kiln-apiserver", "kiln"}
+// ChartImages are the images the chart's pods run, imported into the real node: Kiln's
+// (make images) and JobSet's and Kueue's (make addon-images).
+var ChartImages = []string{"kiln-operator", "kiln-apiserver", "kiln", "jobset", "kueue"}
 
 // chartForwards relay the API server's ports on 127.0.0.1 (where the CLI, the SDKs and the
 // e2e suite reach it in either mode) to its Service.
@@ -61,7 +62,7 @@ func (p *Platform) ChartValues() (map[string]any, error) {
 	image := func(name string) (map[string]any, error) {
 		ref, err := archiveRef(filepath.Join(p.BinDir, "images", name+".tar"))
 		if err != nil {
-			return nil, fmt.Errorf("image %s: %w (run `make images`)", name, err)
+			return nil, fmt.Errorf("image %s: %w (`make chart-up` builds it: make images, make addon-images)", name, err)
 		}
 		repo, tag, ok := strings.Cut(ref, ":")
 		registry, repository, _ := strings.Cut(repo, "/")
@@ -90,7 +91,51 @@ func (p *Platform) ChartValues() (map[string]any, error) {
 	api := values["apiserver"].(map[string]any)
 	api["port"] = chartAPIServerPort
 	api["tls"] = map[string]any{"secretName": chartTLSSecret, "port": chartAPIServerTLSPort}
+
+	// JobSet and Kueue from their upstream charts, with the images of `make addon-images`
+	// and requests that leave the real node's CPUs to the training pods.
+	small := map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "128Mi"}, "limits": map[string]any{"memory": "1Gi"}}
+	jobsetImage, err := image("jobset")
+	if err != nil {
+		return nil, err
+	}
+	kueueImage, err := image("kueue")
+	if err != nil {
+		return nil, err
+	}
+	values["jobset"] = map[string]any{
+		"install": true,
+		"image":   upstreamImage(jobsetImage),
+		"controller": map[string]any{
+			"nodeSelector": realNode["nodeSelector"], "tolerations": realNode["tolerations"], "resources": small,
+		},
+	}
+	values["kueue"] = map[string]any{
+		"install": true,
+		"controllerManager": map[string]any{
+			"manager":      map[string]any{"image": upstreamImage(kueueImage), "resources": small},
+			"nodeSelector": realNode["nodeSelector"], "tolerations": realNode["tolerations"],
+		},
+	}
+	// The chart's default queues, beside the platform's own (Queues): the e2e suite checks
+	// that the hooks create them on a fresh install and delete them on uninstall.
+	values["defaultQueues"] = map[string]any{
+		"enabled":        true,
+		"resourceFlavor": ChartQueue,
+		"clusterQueue":   map[string]any{"name": ChartQueue, "resources": map[string]any{"cpu": "1", "memory": "1Gi"}},
+		"localQueue":     map[string]any{"name": ChartQueue, "namespaces": []any{DefaultNamespace}},
+	}
 	return values, nil
+}
+
+// ChartQueue names the chart's default ResourceFlavor, ClusterQueue and LocalQueue on the
+// local platform.
+const ChartQueue = "kiln-chart-default"
+
+// upstreamImage is an image in the form JobSet's and Kueue's charts take: registry and
+// repository together.
+func upstreamImage(img map[string]any) map[string]any {
+	return map[string]any{"repository": fmt.Sprintf("%s/%s", img["registry"], img["repository"]), "tag": img["tag"], "pullPolicy": img["pullPolicy"]}
 }
 
 // chartUp installs (or upgrades) the chart and gives the demo user its client configuration.

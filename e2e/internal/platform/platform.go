@@ -65,8 +65,11 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := p.realNodeUp(ctx, cs); err != nil {
 		return err
 	}
-	if err := p.addonsUp(ctx, cs); err != nil {
-		return err
+	// The chart installs JobSet and Kueue itself, from their own charts.
+	if p.Install != InstallChart {
+		if err := p.addonsUp(ctx, cs); err != nil {
+			return err
+		}
 	}
 	trainerUp := p.kilnUp
 	if p.Trainer == TrainerUpstream {
@@ -330,14 +333,14 @@ func (p *Platform) Status(ctx context.Context) bool {
 		pid, running := proc.Running()
 		report(c.name, running, fmt.Sprintf("pid %d, log %s", pid, proc.LogFile()))
 	}
-	procs := p.addonProcesses()
+	var procs []Process
 	switch {
-	case p.Install == InstallChart:
+	case p.Install == InstallChart: // JobSet and Kueue run as the chart's pods
 		procs = append(procs, p.chartForwards("")...)
 	case p.Trainer == TrainerKiln:
-		procs = append(procs, p.TrainerProcess(), p.APIServerProcess())
+		procs = append(p.addonProcesses(), p.TrainerProcess(), p.APIServerProcess())
 	default:
-		procs = append(procs, p.TrainerProcess())
+		procs = append(p.addonProcesses(), p.TrainerProcess())
 	}
 	if p.RealNodes > 0 {
 		procs = append(procs, p.realNodeProcesses()...)

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,6 +51,38 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 	It("passes `helm test`: a TrainJob submitted with the kiln CLI through the API server completes", func(ctx context.Context) {
 		out := helm(ctx, "test", platform.ReleaseName, "-n", platform.APIServerNamespace, "--timeout", "3m", "--hide-notes")
 		Expect(strings.Count(out, "Phase:          Succeeded")).To(Equal(3), out)
+	})
+
+	It("runs JobSet and Kueue from their own charts as pods, and creates its default queues once Kueue serves them", func(ctx context.Context) {
+		for name, image := range map[string]string{
+			platform.ReleaseName + "-jobset-controller":        "kiln.local/jobset:",
+			platform.ReleaseName + "-kueue-controller-manager": "kiln.local/kueue:",
+			platform.ReleaseName + "-operator":                 "kiln.local/kiln-operator:",
+			platform.ReleaseName + "-apiserver":                "kiln.local/kiln-apiserver:",
+		} {
+			deploy := &appsv1.Deployment{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: name}, deploy)).To(Succeed())
+			Expect(deploy.Status.ReadyReplicas).To(BeNumerically(">=", 1), name)
+			Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(HavePrefix(image), name)
+			pods := &corev1.PodList{}
+			Expect(k8s.List(ctx, pods, client.InNamespace(platform.APIServerNamespace), client.MatchingLabels(deploy.Spec.Selector.MatchLabels))).To(Succeed())
+			Expect(pods.Items).NotTo(BeEmpty())
+			for _, pod := range pods.Items {
+				Expect(pod.Spec.NodeName).To(Equal(platform.RealNodeName), "pod %s", pod.Name)
+			}
+		}
+		By("the chart's queues, created by its post-install hook after Kueue's CRDs, active")
+		for _, obj := range []struct{ kind, ns string }{{"ResourceFlavor", ""}, {"ClusterQueue", ""}, {"LocalQueue", platform.DefaultNamespace}} {
+			u := kueueObject(obj.kind, obj.ns, platform.ChartQueue)
+			Eventually(ctx, func(g Gomega) {
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+				if obj.kind != "ResourceFlavor" {
+					g.Expect(conditionStatus(u, "Active")).To(Equal("True"))
+				}
+			}).Should(Succeed(), "%s %s", obj.kind, platform.ChartQueue)
+		}
+		By("the hook's ServiceAccount and RBAC are gone once it succeeded")
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: platform.ReleaseName + "-queues"}, &corev1.ServiceAccount{}))).To(BeTrue())
 	})
 
 	It("keeps admission working throughout `helm upgrade` with changed values, and upgrades the CRDs first", func(ctx context.Context) {
@@ -178,7 +211,33 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 		Expect(k8s.List(ctx, runtimes)).To(Succeed())
 		Expect(runtimes.Items).To(BeEmpty())
 
-		By("the CRDs and the user's TrainJob stay")
+		By("JobSet's and Kueue's objects are gone too, and the chart's queues (its pre-delete hook)")
+		deploys := &appsv1.DeploymentList{}
+		Expect(k8s.List(ctx, deploys, client.InNamespace(platform.APIServerNamespace))).To(Succeed())
+		Expect(deploys.Items).To(BeEmpty())
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+			// JobSet's chart does not prefix its configurations with the release's name.
+			for _, name := range []string{"jobset-mutating-webhook-configuration", platform.ReleaseName + "-kueue-mutating-webhook-configuration",
+				"jobset-validating-webhook-configuration", platform.ReleaseName + "-kueue-validating-webhook-configuration"} {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: kind})
+				err := k8s.Get(ctx, client.ObjectKey{Name: name}, u)
+				Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s: %v", kind, name, err)
+			}
+		}
+		By("Kueue's aggregated ClusterRoles stay deleted (the aggregation controller may have recreated them: the post-delete hook)")
+		for _, role := range []string{"kueue-batch-admin-role", "kueue-batch-user-role"} {
+			err := k8s.Get(ctx, client.ObjectKey{Name: platform.ReleaseName + "-" + role}, &rbacv1.ClusterRole{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ClusterRole %s-%s: %v", platform.ReleaseName, role, err)
+		}
+		for _, kind := range []string{"ResourceFlavor", "ClusterQueue"} {
+			u := kueueObject(kind, "", platform.ChartQueue)
+			Eventually(ctx, func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(u), u)) }).Should(BeTrue(), kind)
+		}
+
+		By("the CRDs, Kueue's included (kept by policy), and the user's TrainJob stay")
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "clusterqueues.kueue.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "jobsets.jobset.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &trainer.TrainJob{})).To(Succeed())
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "trainjobs.trainer.kubeflow.org"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 	})

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,17 +11,26 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/api/testing/pinned"
 )
 
-// helmTemplate renders charts/kiln as release "kiln" in namespace with the --set values.
+// kilnOnly leaves JobSet and Kueue out of a render: the specs of Kiln's own objects.
+var kilnOnly = []string{"jobset.install=false", "kueue.install=false"}
+
+// helmTemplate renders charts/kiln as release "kiln" in namespace with the --set values
+// (and --values=FILE ones).
 func helmTemplate(namespace string, set ...string) ([]*unstructured.Unstructured, string, error) {
 	root, err := pinned.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	args := []string{"template", "kiln", filepath.Join(root, "charts", "kiln"), "--namespace", namespace, "--kube-version", "1.36.3", "--include-crds"}
 	for _, s := range set {
+		if strings.HasPrefix(s, "--values=") {
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	out, err := exec.Command(filepath.Join(binDir, "helm"), args...).CombinedOutput()
@@ -62,7 +72,7 @@ func containerArgs(deploy *unstructured.Unstructured) []string {
 
 var _ = Describe("The Helm chart", func() {
 	It("renders objects the apiserver accepts, in the release namespace, wired to each other", func(ctx context.Context) {
-		objs, out, err := helmTemplate("ml-platform")
+		objs, out, err := helmTemplate("ml-platform", kilnOnly...)
 		Expect(err).NotTo(HaveOccurred(), out)
 
 		By("every object passes the apiserver's validation (server-side apply, dry run: other specs may have created some)")
@@ -126,7 +136,7 @@ var _ = Describe("The Helm chart", func() {
 	})
 
 	It("runs every container as the restricted Pod Security Standard asks", func() {
-		objs, out, err := helmTemplate("kiln-system", "crds.upgrade=true")
+		objs, out, err := helmTemplate("kiln-system", "crds.upgrade=true", "defaultQueues.enabled=true")
 		Expect(err).NotTo(HaveOccurred(), out)
 		var specs []map[string]any
 		for _, o := range objs {
@@ -139,7 +149,9 @@ var _ = Describe("The Helm chart", func() {
 				specs = append(specs, spec)
 			}
 		}
-		Expect(specs).To(HaveLen(4)) // operator, API server, CRD upgrade Job, helm test
+		// operator, API server, JobSet, Kueue, the CRD upgrade Job, the queue Jobs, the Kueue
+		// cleanup Job, helm test
+		Expect(specs).To(HaveLen(9))
 		for _, spec := range specs {
 			Expect(spec).To(HaveKeyWithValue("securityContext", HaveKeyWithValue("runAsNonRoot", true)))
 			for _, c := range spec["containers"].([]any) {
@@ -173,7 +185,7 @@ var _ = Describe("The Helm chart", func() {
 	})
 
 	It("uses cert-manager when asked: a Certificate, CA injection, and the operator reading the files", func() {
-		objs, out, err := helmTemplate("kiln-system", "operator.webhook.certManagement=cert-manager")
+		objs, out, err := helmTemplate("kiln-system", append([]string{"operator.webhook.certManagement=cert-manager"}, kilnOnly...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		cert := find(objs, "Certificate", "kiln-webhook")
 		Expect(cert.Object["spec"]).To(HaveKeyWithValue("secretName", "kiln-webhook-certs"))
@@ -194,14 +206,98 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 
+	It("installs JobSet and Kueue from their own charts, wired to Kiln in any namespace", func(ctx context.Context) {
+		objs, out, err := helmTemplate("ml-platform")
+		Expect(err).NotTo(HaveOccurred(), out)
+		jobset := find(objs, "Deployment", "kiln-jobset-controller")
+		kueue := find(objs, "Deployment", "kiln-kueue-controller-manager")
+		for d, image := range map[*unstructured.Unstructured]string{jobset: "registry.k8s.io/jobset/jobset:v", kueue: "registry.k8s.io/kueue/kueue:v"} {
+			Expect(d.GetNamespace()).To(Equal("ml-platform"))
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			Expect(containers[0]).To(HaveKeyWithValue("image", HavePrefix(image)), "upstream's released image, not a staging tag")
+		}
+
+		By("Kueue's integrations: TrainJob, JobSet and batch Jobs")
+		cm := find(objs, "ConfigMap", "kiln-kueue-manager-config")
+		cfgText, _, _ := unstructured.NestedString(cm.Object, "data", "controller_manager_config.yaml")
+		var kueueCfg struct {
+			Integrations struct{ Frameworks []string } `json:"integrations"`
+		}
+		Expect(yaml.Unmarshal([]byte(cfgText), &kueueCfg)).To(Succeed())
+		Expect(kueueCfg.Integrations.Frameworks).To(ConsistOf("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", "batch/job"))
+
+		By("the operator keeps Kiln's fields on the updates of this release's Kueue controller")
+		sa, _, _ := unstructured.NestedString(kueue.Object, "spec", "template", "spec", "serviceAccountName")
+		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement(
+			ContainSubstring("system:serviceaccount:ml-platform:" + sa)))
+
+		By("every webhook of JobSet and Kueue is reached through a Service of the release namespace")
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+			for _, cfg := range kinds(objs, kind) {
+				hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+				for _, h := range hooks {
+					ref, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
+					Expect(ref).To(HaveKeyWithValue("namespace", "ml-platform"), "%s %s", kind, cfg.GetName())
+					find(objs, "Service", ref["name"])
+				}
+			}
+		}
+
+		By("Kueue's CRDs, templates of its chart, are kept on uninstall like Kiln's")
+		kueueCRDs := 0
+		for _, crd := range kinds(objs, "CustomResourceDefinition") {
+			if strings.HasSuffix(crd.GetName(), ".kueue.x-k8s.io") {
+				kueueCRDs++
+				Expect(crd.GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"), crd.GetName())
+			}
+		}
+		Expect(kueueCRDs).To(BeNumerically(">=", 10))
+		find(objs, "CustomResourceDefinition", "jobsets.jobset.x-k8s.io")
+
+		By("install: false leaves each out")
+		objs, out, err = helmTemplate("ml-platform", kilnOnly...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(kinds(objs, "Deployment")).To(HaveLen(2))
+		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement(
+			"--preserve-fields-for=system:serviceaccount:kueue-system:kueue-controller-manager"))
+	})
+
+	It("creates the default queues by hooks, once Kueue serves them, and deletes them before uninstall", func(ctx context.Context) {
+		objs, out, err := helmTemplate("kiln-system", "defaultQueues.enabled=true", "defaultQueues.localQueue.namespaces={team-a,team-b}",
+			"defaultQueues.clusterQueue.resources.cpu=16")
+		Expect(err).NotTo(HaveOccurred(), out)
+		apply := find(objs, "Job", "kiln-queues-apply")
+		Expect(apply.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", "post-install,post-upgrade"))
+		Expect(containerArgs(apply)).To(Equal([]string{"--apply-manifests=/etc/kiln/queues/queues.yaml"}))
+		del := find(objs, "Job", "kiln-queues-delete")
+		Expect(del.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+		cm := find(objs, "ConfigMap", "kiln-queues")
+		Expect(cm.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", ContainSubstring("pre-delete")))
+		data, _, _ := unstructured.NestedString(cm.Object, "data", "queues.yaml")
+		queues, err := kilntesting.DecodeManifests([]byte(data))
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, q := range queues {
+			names = append(names, q.GetKind()+" "+q.GetNamespace()+"/"+q.GetName())
+		}
+		Expect(names).To(Equal([]string{"ResourceFlavor /default-flavor", "ClusterQueue /cluster-queue", "LocalQueue team-a/user-queue", "LocalQueue team-b/user-queue"}))
+		quota, _, _ := unstructured.NestedSlice(queues[1].Object, "spec", "resourceGroups")
+		Expect(quota[0]).To(HaveKeyWithValue("coveredResources", ConsistOf("cpu", "memory", "nvidia.com/gpu")))
+		Expect(fmt.Sprint(quota[0])).To(ContainSubstring("nominalQuota:16"))
+	})
+
 	It("refuses misspelt keys and wrong types, naming the key", func() {
 		for set, want := range map[string]string{
-			"operater.replicas=2":            "additional properties 'operater' not allowed",
-			"operator.replicas=two":          "/operator/replicas",
-			"operator.webhook.port=0":        "/operator/webhook/port",
-			"runtimes.torch.enabled=false":   "additional properties 'torch' not allowed",
-			"operator.image.digest=latest":   "/operator/image/digest",
-			"apiserver.extraArgs[0]=verbose": "/apiserver/extraArgs/0",
+			"jobset.enabled=false":                          "additional properties 'enabled' not allowed",
+			"kueue.install=maybe":                           "/kueue/install",
+			"defaultQueues.clusterQueue.resources.cpu=lots": "/defaultQueues/clusterQueue/resources/cpu",
+			"defaultQueues.localQueue.namespaces={Team_A}":  "/defaultQueues/localQueue/namespaces/0",
+			"operater.replicas=2":                           "additional properties 'operater' not allowed",
+			"operator.replicas=two":                         "/operator/replicas",
+			"operator.webhook.port=0":                       "/operator/webhook/port",
+			"runtimes.torch.enabled=false":                  "additional properties 'torch' not allowed",
+			"operator.image.digest=latest":                  "/operator/image/digest",
+			"apiserver.extraArgs[0]=verbose":                "/apiserver/extraArgs/0",
 		} {
 			_, out, err := helmTemplate("kiln-system", set)
 			Expect(err).To(HaveOccurred(), set)
