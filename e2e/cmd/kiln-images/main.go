@@ -100,45 +100,34 @@ func run() error {
 		"org.opencontainers.image.version":  *version,
 	}
 	user := fmt.Sprintf("%d:%d", images.NonRoot, images.NonRoot)
-	binaryImage := func(binary string) func(v1.Platform) (images.Image, error) {
+	// binaryImage is the base plus one static binary at path (no leading slash), its entrypoint.
+	binaryImage := func(binary, path string) func(v1.Platform) (images.Image, error) {
 		return func(p v1.Platform) (images.Image, error) {
-			path := filepath.Join(*binaries, p.OS+"_"+p.Architecture, binary)
-			data, err := os.ReadFile(path)
+			data, err := os.ReadFile(filepath.Join(*binaries, p.OS+"_"+p.Architecture, binary))
 			if err != nil {
-				return images.Image{}, fmt.Errorf("%s for %s: %w (make images builds it)", binary, p, err)
+				return images.Image{}, fmt.Errorf("%s for %s: %w (make images or make addon-images builds it)", binary, p, err)
 			}
 			return images.Image{
-				Layers:     [][]images.File{base, {{Path: "usr/local/bin/" + binary, Mode: 0o755, Data: data}}},
-				Entrypoint: []string{"/usr/local/bin/" + binary},
+				Layers:     [][]images.File{base, {{Path: path, Mode: 0o755, Data: data}}},
+				Entrypoint: []string{"/" + path},
 				User:       user, Env: images.BaseEnv, Labels: labels, Created: at,
 			}, nil
 		}
 	}
-	// JobSet's and Kueue's controllers, as upstream's images hold them: /manager.
-	managerImage := func(binary string) func(v1.Platform) (images.Image, error) {
-		return func(p v1.Platform) (images.Image, error) {
-			path := filepath.Join(*binaries, p.OS+"_"+p.Architecture, binary)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return images.Image{}, fmt.Errorf("%s for %s: %w (make addon-images builds it)", binary, p, err)
-			}
-			return images.Image{
-				Layers:     [][]images.File{base, {{Path: "manager", Mode: 0o755, Data: data}}},
-				Entrypoint: []string{"/manager"},
-				User:       user, Env: images.BaseEnv, Labels: labels, Created: at,
-			}, nil
-		}
+	kilnImage := func(binary string) func(v1.Platform) (images.Image, error) {
+		return binaryImage(binary, "usr/local/bin/"+binary)
 	}
 	build := map[string]func(v1.Platform) (images.Image, error){
-		"jobset": managerImage("jobset"),
-		"kueue":  managerImage("kueue"),
+		// JobSet's and Kueue's controllers, where upstream's images hold them: /manager.
+		"jobset": binaryImage("jobset", "manager"),
+		"kueue":  binaryImage("kueue", "manager"),
 		"base": func(v1.Platform) (images.Image, error) {
 			return images.Image{Layers: [][]images.File{base}, User: user, Env: images.BaseEnv, Labels: labels, Created: at}, nil
 		},
-		"pause":          binaryImage("kiln-pause"),
-		"kiln-operator":  binaryImage("kiln-operator"),
-		"kiln-apiserver": binaryImage("kiln-apiserver"),
-		"kiln":           binaryImage("kiln"),
+		"pause":          kilnImage("kiln-pause"),
+		"kiln-operator":  kilnImage("kiln-operator"),
+		"kiln-apiserver": kilnImage("kiln-apiserver"),
+		"kiln":           kilnImage("kiln"),
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
