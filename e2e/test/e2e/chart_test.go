@@ -225,7 +225,7 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 				Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s: %v", kind, name, err)
 			}
 		}
-		By("Kueue's aggregated ClusterRoles stay deleted (the aggregation controller may have recreated them: the post-delete hook)")
+		By("Kueue's aggregated ClusterRoles stay deleted (the pre-delete hook keeps the aggregation controller from recreating them)")
 		for _, role := range []string{"kueue-batch-admin-role", "kueue-batch-user-role"} {
 			err := k8s.Get(ctx, client.ObjectKey{Name: platform.ReleaseName + "-" + role}, &rbacv1.ClusterRole{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ClusterRole %s-%s: %v", platform.ReleaseName, role, err)

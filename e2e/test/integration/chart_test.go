@@ -150,7 +150,7 @@ var _ = Describe("The Helm chart", func() {
 			}
 		}
 		// operator, API server, JobSet, Kueue, the CRD upgrade Job, the queue Jobs, the Kueue
-		// cleanup Job, helm test
+		// roles Job, helm test
 		Expect(specs).To(HaveLen(9))
 		for _, spec := range specs {
 			Expect(spec).To(HaveKeyWithValue("securityContext", HaveKeyWithValue("runAsNonRoot", true)))
@@ -260,6 +260,17 @@ var _ = Describe("The Helm chart", func() {
 		Expect(kinds(objs, "Deployment")).To(HaveLen(2))
 		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement(
 			"--preserve-fields-for=system:serviceaccount:kueue-system:kueue-controller-manager"))
+	})
+
+	It("removes the aggregationRule of Kueue's aggregated ClusterRoles before uninstall, both in one argument", func() {
+		objs, out, err := helmTemplate("kiln-system")
+		Expect(err).NotTo(HaveOccurred(), out)
+		job := find(objs, "Job", "kiln-kueue-roles")
+		Expect(job.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+		Expect(containerArgs(job)).To(Equal([]string{"--disaggregate-clusterroles=kiln-kueue-batch-admin-role,kiln-kueue-batch-user-role"}))
+		for _, name := range []string{"kiln-kueue-batch-admin-role", "kiln-kueue-batch-user-role"} {
+			Expect(find(objs, "ClusterRole", name).Object).To(HaveKey("aggregationRule"), "the roles the hook names are Kueue's aggregated ones")
+		}
 	})
 
 	It("creates the default queues by hooks, once Kueue serves them, and deletes them before uninstall", func(ctx context.Context) {

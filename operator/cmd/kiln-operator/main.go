@@ -57,6 +57,7 @@ type options struct {
 	applyManifests          string
 	deleteManifests         string
 	manifestsTimeout        time.Duration
+	disaggregate            string
 }
 
 func main() {
@@ -84,11 +85,17 @@ func main() {
 	flag.BoolVar(&o.applyCRDs, "apply-crds", false, "install or upgrade the trainer.kubeflow.org CRDs this operator is built with, wait until they are Established, and exit (the Helm chart's pre-upgrade hook)")
 	flag.StringVar(&o.applyManifests, "apply-manifests", "", "server-side apply the objects in this YAML file, waiting (up to --manifests-timeout) until their kinds are served and their webhooks answer, and exit (the Helm chart's hook for its default Kueue queues)")
 	flag.StringVar(&o.deleteManifests, "delete-manifests", "", "delete the objects in this YAML file and exit (the Helm chart's pre-delete hook)")
+	flag.StringVar(&o.disaggregate, "disaggregate-clusterroles", "", "comma-separated ClusterRoles whose aggregationRule to remove, and exit (the Helm chart's pre-delete hook for Kueue's aggregated roles)")
 	flag.DurationVar(&o.manifestsTimeout, "manifests-timeout", 5*time.Minute, "how long --apply-manifests waits for each object")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if flag.NArg() > 0 {
+		// A value with a comma written in a YAML flow list ends up here, silently ignored.
+		ctrl.Log.Error(nil, "Unexpected arguments: kiln-operator takes flags only (quote a flag value that holds a comma)", "arguments", flag.Args())
+		os.Exit(2)
+	}
 	if o.applyCRDs {
 		if err := applyCRDs(ctrl.SetupSignalHandler(), o); err != nil {
 			ctrl.Log.Error(err, "Applying the CRDs failed")
@@ -96,7 +103,7 @@ func main() {
 		}
 		return
 	}
-	if o.applyManifests != "" || o.deleteManifests != "" {
+	if o.applyManifests != "" || o.deleteManifests != "" || o.disaggregate != "" {
 		if err := runManifests(ctrl.SetupSignalHandler(), o); err != nil {
 			ctrl.Log.Error(err, "Manifests failed")
 			os.Exit(1)
@@ -133,7 +140,7 @@ func applyCRDs(ctx context.Context, o options) error {
 
 // runManifests applies or deletes the objects of a file (see package manifests).
 func runManifests(ctx context.Context, o options) error {
-	if o.applyManifests != "" && o.deleteManifests != "" {
+	if (o.applyManifests != "") && (o.deleteManifests != "") {
 		return fmt.Errorf("--apply-manifests and --delete-manifests: give one")
 	}
 	cfg, err := ctrl.GetConfig()
@@ -146,6 +153,9 @@ func runManifests(ctx context.Context, o options) error {
 		return err
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("manifests"))
+	if o.disaggregate != "" {
+		return manifests.Disaggregate(ctx, c, strings.Split(o.disaggregate, ","))
+	}
 	if o.deleteManifests != "" {
 		objs, err := manifests.Read(o.deleteManifests)
 		if err != nil {

@@ -14,9 +14,12 @@ import (
 	"os"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,4 +111,22 @@ func describe(o *unstructured.Unstructured) string {
 		return o.GetNamespace() + "/" + o.GetName()
 	}
 	return o.GetName()
+}
+
+// Disaggregate removes the aggregationRule of the named ClusterRoles (missing ones are no
+// error), so that Kubernetes' aggregation controller leaves them alone. Deleted together with
+// the roles they aggregate, as `helm uninstall` deletes Kueue's, they can be created again by
+// that controller, which server-side applies an aggregated role's rules from a cache that
+// may still hold it: `helm uninstall --wait` then waits on them until its timeout, and the
+// next `helm install` fails on them.
+func Disaggregate(ctx context.Context, c client.Client, names []string) error {
+	var errs []error
+	for _, name := range names {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		err := c.Patch(ctx, role, client.RawPatch(types.MergePatchType, []byte(`{"aggregationRule":null}`)))
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing the aggregationRule of ClusterRole %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,6 +98,19 @@ spec:
 		Expect(err).NotTo(HaveOccurred())
 		Expect(manifests.Delete(ctx, k8s, append(objs, gone...))).To(Succeed())
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: "default"}, got))).To(BeTrue())
+	})
+
+	It("removes the aggregationRule of ClusterRoles, a missing one being no error", func(ctx context.Context) {
+		role := &rbacv1.ClusterRole{
+			ObjectMeta:      metav1.ObjectMeta{Name: "hooks-aggregated"},
+			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"hooks.kiln.dev/aggregate": "true"}}}},
+		}
+		Expect(k8s.Create(ctx, role)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, role))).To(Succeed()) })
+		Expect(manifests.Disaggregate(ctx, k8s, []string{"hooks-aggregated", "hooks-missing"})).To(Succeed())
+		got := &rbacv1.ClusterRole{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "hooks-aggregated"}, got)).To(Succeed())
+		Expect(got.AggregationRule).To(BeNil())
 	})
 
 	It("refuses a document without a kind or a name, naming it", func() {
