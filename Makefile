@@ -397,6 +397,12 @@ verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and 
 .PHONY: test
 test: test-unit test-integration test-e2e test-e2e-chart ## Run every test: unit, envtest integration, e2e on the local platform (Kiln as processes, then installed by its chart).
 
+# The long chaos run: a fresh platform, 200 jobs, 1,000 submissions, 24 SIGKILLs; its figures
+# go into docs/reliability.md. (`make test` runs a short one in the e2e suite.)
+.PHONY: chaos
+chaos: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Kill the operator, API server, JobSet and Kueue at random while jobs run; check nothing is missed, doubled or lost; report in docs/reliability.md.
+	go run ./e2e/cmd/kiln-chaos
+
 .PHONY: test-e2e-chart
 test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the real node, plus the chart's own specs.
 	$(MAKE) test-e2e KILN_INSTALL=chart

@@ -39,7 +39,13 @@ func validateRequestID(id string) field.ErrorList {
 // idempotency is what a request with a request_id records on the job it creates.
 type idempotency struct {
 	id, hash string
+	// prefix is the generateName the job's name was derived from ("" when the caller named it).
+	prefix string
 }
+
+// maxDerivedNames bounds the chain of names a request may take: a derived name can be
+// taken by another request's job (5 characters of 27: likely among a few thousand jobs).
+const maxDerivedNames = 8
 
 // newIdempotency returns nil for a request without request_id.
 func newIdempotency(m *kilnv1.CreateTrainJobRequest) (*idempotency, error) {
@@ -69,9 +75,21 @@ func (i *idempotency) stamp(tj *trainer.TrainJob) {
 	tj.Annotations[AnnotationRequestID] = i.id
 	tj.Annotations[AnnotationRequestHash] = i.hash
 	if tj.Name == "" && tj.GenerateName != "" {
-		tj.Name = derivedName(tj.GenerateName, i.id)
+		i.prefix = tj.GenerateName
+		tj.Name = derivedName(tj.GenerateName, i.id, 0)
 		tj.GenerateName = ""
 	}
+}
+
+// rename gives tj the next name of its request's chain, when its name was derived and the
+// one before was taken by another request's job. Every retry of the request walks the same
+// chain, so it still finds the job it created. False when there is no next name.
+func (i *idempotency) rename(tj *trainer.TrainJob, step int) bool {
+	if i == nil || i.prefix == "" || step >= maxDerivedNames {
+		return false
+	}
+	tj.Name = derivedName(i.prefix, i.id, step)
+	return true
 }
 
 // replay returns nil when existing was created by this very request, else the error that
@@ -92,12 +110,17 @@ func (i *idempotency) replay(existing *trainer.TrainJob) error {
 // look-alike characters).
 const nameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 
-// derivedName completes prefix with 5 characters derived from the request id.
-func derivedName(prefix, requestID string) string {
+// derivedName completes prefix with 5 characters derived from the request id and the step
+// of its chain (see rename).
+func derivedName(prefix, requestID string, step int) string {
 	if len(prefix) > convert.MaxNameLength-5 {
 		prefix = prefix[:convert.MaxNameLength-5]
 	}
-	sum := sha256.Sum256([]byte(requestID))
+	seed := requestID
+	if step > 0 {
+		seed = fmt.Sprintf("%s\x00%d", requestID, step)
+	}
+	sum := sha256.Sum256([]byte(seed))
 	b := []byte(prefix)
 	for _, c := range sum[:5] {
 		b = append(b, nameAlphabet[int(c)%len(nameAlphabet)])

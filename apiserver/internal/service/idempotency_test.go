@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -44,6 +45,48 @@ func TestIdempotency(t *testing.T) {
 	stranger := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: tj.Name}}
 	if err := retry.replay(stranger); connect.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Errorf("replay onto a job created otherwise = %v, want AlreadyExists", err)
+	}
+}
+
+// Two request ids whose derived names collide (the chaos run met one among 1,000
+// submissions): each takes its own chain of names, and every retry walks the same chain.
+func TestDerivedNameChains(t *testing.T) {
+	seen := map[string]string{}
+	var a, b string
+	for n := 0; a == ""; n++ {
+		id := fmt.Sprintf("req-%d", n)
+		name := derivedName("job-", id, 0)
+		if prev, ok := seen[name]; ok {
+			a, b = prev, id
+		}
+		seen[name] = id
+	}
+	ia := &idempotency{id: a}
+	ib := &idempotency{id: b}
+	ta := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{GenerateName: "job-"}}
+	tb := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{GenerateName: "job-"}}
+	ia.stamp(ta)
+	ib.stamp(tb)
+	if ta.Name != tb.Name {
+		t.Fatalf("%s and %s were found to collide, yet derive %s and %s", a, b, ta.Name, tb.Name)
+	}
+	if !ib.rename(tb, 1) || tb.Name == ta.Name || len(tb.Name) != len("job-")+5 {
+		t.Errorf("the next name of %s's chain is %q, want another 5-character completion", b, tb.Name)
+	}
+	again := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{GenerateName: "job-"}}
+	retry := &idempotency{id: b}
+	retry.stamp(again)
+	retry.rename(again, 1)
+	if again.Name != tb.Name {
+		t.Errorf("a retry of %s walks to %q, not to %q", b, again.Name, tb.Name)
+	}
+	if ib.rename(tb, maxDerivedNames) {
+		t.Errorf("the chain does not end")
+	}
+	named := &idempotency{id: "x"}
+	named.stamp(&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mine"}})
+	if named.rename(&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}, 1) {
+		t.Errorf("a name the caller chose was changed")
 	}
 }
 

@@ -65,7 +65,11 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 		opts = append(opts, client.DryRunAll)
 	}
 	replayed := false
-	if err := s.kube.AsCaller.Create(ctx, tj, opts...); err != nil {
+	for step := 1; ; step++ {
+		err := s.kube.AsCaller.Create(ctx, tj, opts...)
+		if err == nil {
+			break
+		}
 		if !apierrors.IsAlreadyExists(err) || idem == nil || m.GetDryRun() {
 			return nil, toConnect(what, err)
 		}
@@ -73,10 +77,15 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 		if gerr := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(tj), existing); gerr != nil {
 			return nil, toConnect(what, err)
 		}
+		// A derived name taken by another request's job: the next name of this request's chain.
+		if existing.Annotations[AnnotationRequestID] != idem.id && idem.rename(tj, step) {
+			continue
+		}
 		if err := idem.replay(existing); err != nil {
 			return nil, err
 		}
 		tj, replayed = existing, true
+		break
 	}
 	manifest, err := manifestOf(tj)
 	if err != nil {

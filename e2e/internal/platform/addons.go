@@ -166,6 +166,11 @@ func (p *Platform) addonsUp(ctx context.Context, cs *clientSet) error {
 	if err := applyCRDs(ctx, cs); err != nil {
 		return err
 	}
+	return p.startAddons(ctx, addons)
+}
+
+// startAddons starts JobSet and Kueue unless they run, and waits until both are ready.
+func (p *Platform) startAddons(ctx context.Context, addons []addon) error {
 	kueueKubeconfig, err := p.kueueKubeconfig(ctx)
 	if err != nil {
 		return err
@@ -208,6 +213,9 @@ func (p *Platform) waitAddonReady(ctx context.Context, a addon) error {
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", a.health)
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, running := a.process.Running(); !running {
+			if a.process.alive() {
+				return false, nil // still in its wrapper, on the way to exec
+			}
 			return false, fmt.Errorf("%s exited", a.name)
 		}
 		return httpOK(ctx, readyz) && tlsListening(ctx, a.local.WebhookPort), nil

@@ -127,3 +127,23 @@ func Tail(path string, n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// alive reports whether the process of the PID file exists and is no zombie, whatever it
+// runs: a process started through a wrapper that execs p.Path (Kueue's, unshare then sh)
+// is alive before Running says it runs p.Path.
+func (p Process) alive() bool {
+	data, err := os.ReadFile(p.pidFile())
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return false
+	}
+	stat, err := proc.Stat()
+	return err == nil && stat.State != "Z"
+}

@@ -1,0 +1,64 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Components are the platform's processes that a crash can take down while jobs run:
+// Kiln's operator and API server, JobSet and Kueue (processes install only).
+var Components = []string{"kiln-operator", "kiln-apiserver", "jobset", "kueue"}
+
+// ComponentProcess is the process of one of Components.
+func (p *Platform) ComponentProcess(name string) (Process, error) {
+	switch name {
+	case "kiln-operator":
+		return p.OperatorProcess(), nil
+	case "kiln-apiserver":
+		return p.APIServerProcess(), nil
+	}
+	for _, a := range p.addons() {
+		if a.name == name {
+			return a.process, nil
+		}
+	}
+	return Process{}, fmt.Errorf("no component %q: choose from %v", name, Components)
+}
+
+// Kill sends SIGKILL to a component and waits until it is gone: a crash, with no chance to
+// release a lease, drain a request or flush anything.
+func (p *Platform) Kill(ctx context.Context, name string) error {
+	proc, err := p.ComponentProcess(name)
+	if err != nil {
+		return err
+	}
+	pid, running := proc.Running()
+	if !running {
+		return fmt.Errorf("%s is not running", name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing %s (pid %d): %w", name, pid, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, running := proc.Running()
+		return !running, nil
+	})
+}
+
+// Restart starts a component that is not running, as `up` would, and waits until it is
+// ready (its webhooks serving, for those that have some).
+func (p *Platform) Restart(ctx context.Context, name string) error {
+	switch name {
+	case "kiln-operator":
+		return p.StartOperator(ctx)
+	case "kiln-apiserver":
+		return p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort))
+	case "jobset", "kueue":
+		return p.startAddons(ctx, p.addons())
+	}
+	return fmt.Errorf("no component %q: choose from %v", name, Components)
+}
