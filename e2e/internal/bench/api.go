@@ -24,7 +24,6 @@ import (
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
-	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
@@ -115,19 +114,10 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 	}
 	defer func() { _ = p.Down(context.WithoutCancel(ctx)) }()
 
-	kcfg, err := clientconfig.Load(p.ClientConfigFile())
+	api, kc, err := p.TrainJobAPI()
 	if err != nil {
 		return nil, err
 	}
-	kc, err := kcfg.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	hc, err := kc.AuthenticatedClient()
-	if err != nil {
-		return nil, err
-	}
-	api := kilnv1connect.NewTrainJobServiceClient(hc, kc.Server)
 	direct, err := directClient(p, kc.Token)
 	if err != nil {
 		return nil, err

@@ -63,9 +63,8 @@ type runResult struct {
 }
 
 const (
-	simDuration = "sim.kiln.dev/duration"
-	simManager  = "bench.kiln.dev/simulation"
-	gpu         = corev1.ResourceName("nvidia.com/gpu")
+	simManager = "bench.kiln.dev/simulation"
+	gpu        = corev1.ResourceName("nvidia.com/gpu")
 )
 
 // benchJob is a one-node torch TrainJob on the torch-distributed ClusterTrainingRuntime,
@@ -81,11 +80,7 @@ func benchJob(ns, name string, suspend bool, podRun string) *trainer.TrainJob {
 		},
 	}
 	if podRun != "" {
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: simManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
-			Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
-				Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Annotations: map[string]string{simDuration: podRun}}},
-			}}}}},
-		}}}}
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{platform.SimulatedPods(simManager, "node", map[string]string{platform.AnnotationSimDuration: podRun})}
 	}
 	return tj
 }
@@ -155,7 +150,7 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	n := e.o.Jobs
 	start := time.Now()
 	if err := createMany(ctx, c, n, func(i int) client.Object {
-		js := unstructuredOf(jobSetGVK)
+		js := platform.UnstructuredOf(platform.JobSetGVK)
 		js.SetNamespace(ns)
 		js.SetName(fmt.Sprintf("js-%05d", i))
 		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
@@ -249,7 +244,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	// The limit's model: one of the first JobSets, read long before its deadline deletes it.
 	if err := waitFor(ctx, 2*time.Minute, "a first JobSet", func() (bool, string) {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(jobSetGVK.GroupVersion().WithKind("JobSetList"))
+		list.SetGroupVersionKind(platform.JobSetGVK.GroupVersion().WithKind("JobSetList"))
 		if err := e.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil || len(list.Items) == 0 {
 			return false, "none yet"
 		}
@@ -310,7 +305,7 @@ func admission(ctx context.Context, e *env, r *runResult) error {
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
-	lq := unstructuredOf(workloadGVK.GroupVersion().WithKind("LocalQueue"))
+	lq := platform.UnstructuredOf(platform.WorkloadGVK.GroupVersion().WithKind("LocalQueue"))
 	lq.SetNamespace(ns)
 	lq.SetName("bench")
 	_ = unstructured.SetNestedField(lq.Object, "cluster-queue", "spec", "clusterQueue")
@@ -423,11 +418,11 @@ const unmanagedRuntime = "torch-distributed-unmanaged"
 
 func (e *env) unmanagedRuntime(ctx context.Context) error {
 	gvk := trainer.GroupVersion.WithKind(trainer.ClusterTrainingRuntimeKind)
-	rt := unstructuredOf(gvk)
+	rt := platform.UnstructuredOf(gvk)
 	if err := e.c.Get(ctx, client.ObjectKey{Name: "torch-distributed"}, rt); err != nil {
 		return fmt.Errorf("reading the torch-distributed runtime: %w", err)
 	}
-	cp := unstructuredOf(gvk)
+	cp := platform.UnstructuredOf(gvk)
 	cp.SetName(unmanagedRuntime)
 	cp.SetLabels(rt.GetLabels())
 	cp.Object["spec"] = runtimeDeepCopy(rt.Object)["spec"]

@@ -9,19 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-)
-
-var (
-	jobSetGVK   = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
-	workloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // tracker records, from watches, the instant the bench first saw each thing happen to
@@ -74,35 +68,19 @@ func (t *tracker) start(ctx context.Context, c cache.Cache) error {
 		on  func(obj any, deleted bool)
 	}{
 		{&trainer.TrainJob{}, t.onTrainJob},
-		{unstructuredOf(jobSetGVK), t.onJobSet},
-		{unstructuredOf(workloadGVK), t.onWorkload},
+		{platform.UnstructuredOf(platform.JobSetGVK), t.onJobSet},
+		{platform.UnstructuredOf(platform.WorkloadGVK), t.onWorkload},
 	}
 	for _, h := range handlers {
 		inf, err := c.GetInformer(ctx, h.obj)
 		if err != nil {
 			return fmt.Errorf("watching %T: %w", h.obj, err)
 		}
-		on := h.on
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { on(obj, false) },
-			UpdateFunc: func(_, obj any) { on(obj, false) },
-			DeleteFunc: func(obj any) {
-				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-					obj = d.Obj
-				}
-				on(obj, true)
-			},
-		}); err != nil {
+		if _, err := inf.AddEventHandler(platform.EventHandlers(h.on)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func unstructuredOf(gvk schema.GroupVersionKind) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
 }
 
 func (t *tracker) onTrainJob(obj any, deleted bool) {

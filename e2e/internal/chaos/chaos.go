@@ -25,16 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kiln-ml/kiln/api/clientconfig"
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -79,19 +76,18 @@ func (r *Result) OK() bool { return len(r.Failures) == 0 }
 
 const (
 	// runLabel marks every object of a run, with the run's id.
-	runLabel = "chaos.kiln.dev/run"
-	// simDuration is how long KWOK runs a pod (the platform's pod stages read it).
-	simDuration = "sim.kiln.dev/duration"
-	simManager  = "chaos.kiln.dev/simulation"
+	runLabel   = "chaos.kiln.dev/run"
+	simManager = "chaos.kiln.dev/simulation"
 )
-
-var jobSetGVK = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
 
 // Run runs the workload on the platform p (up, installed as processes), killing and
 // restarting its components meanwhile.
 func Run(ctx context.Context, p *platform.Platform, o Options) (*Result, error) {
 	if p.Install == platform.InstallChart {
 		return nil, errors.New("chaos kills the platform's processes: run it with KILN_INSTALL=processes")
+	}
+	if o.Jobs < 2 || o.Submissions < 0 || o.Kills < 0 {
+		return nil, fmt.Errorf("chaos needs at least 2 jobs (one of each kind), and no negative submissions or kills (jobs %d, submissions %d, kills %d)", o.Jobs, o.Submissions, o.Kills)
 	}
 	if len(o.Components) == 0 {
 		o.Components = platform.Components
@@ -265,20 +261,12 @@ func newWorld(ctx context.Context, p *platform.Platform, run string) (*world, er
 	if err != nil {
 		return nil, err
 	}
-	kcfg, err := clientconfig.Load(p.ClientConfigFile())
-	if err != nil {
-		return nil, err
-	}
-	kc, err := kcfg.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	hc, err := kc.AuthenticatedClient()
+	api, kc, err := p.TrainJobAPI()
 	if err != nil {
 		return nil, err
 	}
 	w := &world{
-		run: run, c: c, api: kilnv1connect.NewTrainJobServiceClient(hc, kc.Server), ns: kc.Namespace,
+		run: run, c: c, api: api, ns: kc.Namespace,
 		deleted: map[string]bool{}, deadlineAt: map[string]time.Time{}, jobSetUIDs: map[string]map[types.UID]bool{},
 		byRequest: map[string]map[types.UID]bool{},
 	}
@@ -290,16 +278,14 @@ func newWorld(ctx context.Context, p *platform.Platform, run string) (*world, er
 	if err != nil {
 		return nil, err
 	}
-	js := &unstructured.Unstructured{}
-	js.SetGroupVersionKind(jobSetGVK)
-	jsInf, err := ca.GetInformer(ctx, js)
+	jsInf, err := ca.GetInformer(ctx, platform.UnstructuredOf(platform.JobSetGVK))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tjInf.AddEventHandler(handlers(w.onTrainJob)); err != nil {
+	if _, err := tjInf.AddEventHandler(platform.EventHandlers(w.onTrainJob)); err != nil {
 		return nil, err
 	}
-	if _, err := jsInf.AddEventHandler(handlers(w.onJobSet)); err != nil {
+	if _, err := jsInf.AddEventHandler(platform.EventHandlers(w.onJobSet)); err != nil {
 		return nil, err
 	}
 	go func() { _ = ca.Start(ctx) }()
@@ -307,19 +293,6 @@ func newWorld(ctx context.Context, p *platform.Platform, run string) (*world, er
 		return nil, errors.New("the chaos run's watches did not sync")
 	}
 	return w, nil
-}
-
-func handlers(on func(obj any, deleted bool)) toolscache.ResourceEventHandlerFuncs {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { on(obj, false) },
-		UpdateFunc: func(_, obj any) { on(obj, false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			on(obj, true)
-		},
-	}
 }
 
 func (w *world) onTrainJob(obj any, deleted bool) {
@@ -374,19 +347,17 @@ func (w *world) pending(jobs []*trainer.TrainJob) int {
 	return n
 }
 
-// job is a one-node TrainJob on torch-distributed whose KWOK pod runs for podRun.
+// job is a one-node TrainJob on torch-distributed whose KWOK pod runs for podRun; it and
+// its JobSet carry the run's label.
 func job(ns, name, podRun, run string) *trainer.TrainJob {
+	sim := platform.SimulatedPods(simManager, "node", map[string]string{platform.AnnotationSimDuration: podRun})
+	sim.TrainingRuntimeSpec.Template.Metadata = &metav1.ObjectMeta{Labels: map[string]string{runLabel: run}}
 	return &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{runLabel: run}},
 		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
-			Trainer:    &trainer.Trainer{Image: ptr.To("docker.io/chaos/train:latest"), Command: []string{"torchrun", "train.py"}, NumNodes: ptr.To[int32](1)},
-			RuntimePatches: []trainer.RuntimePatch{{Manager: simManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
-				Metadata: &metav1.ObjectMeta{Labels: map[string]string{runLabel: run}},
-				Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
-					Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Annotations: map[string]string{simDuration: podRun}}},
-				}}}}},
-			}}}},
+			RuntimeRef:     trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer:        &trainer.Trainer{Image: ptr.To("docker.io/chaos/train:latest"), Command: []string{"torchrun", "train.py"}, NumNodes: ptr.To[int32](1)},
+			RuntimePatches: []trainer.RuntimePatch{sim},
 		},
 	}
 }

@@ -16,13 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // Annotations the local platform's KWOK stages understand.
 const (
-	annDuration   = "sim.kiln.dev/duration"
-	annExitCode   = "sim.kiln.dev/exit-code"
-	annEvictAfter = "sim.kiln.dev/evict-after"
+	annDuration   = platform.AnnotationSimDuration
+	annExitCode   = platform.AnnotationSimExitCode
+	annEvictAfter = platform.AnnotationSimEvictAfter
 	labelQueue    = "kueue.x-k8s.io/queue-name"
 	gpu           = corev1.ResourceName("nvidia.com/gpu")
 )

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // seedTrainJob is the seed manifest, applied verbatim.
@@ -85,11 +86,7 @@ func torchJob(ns, name string, nodes int32) *trainer.TrainJob {
 // podPatch annotates the pods of a replicated job through a runtime patch, which is how
 // a test tells the simulated pods how long to run or how to fail.
 func podPatch(job string, annotations map[string]string) trainer.RuntimePatch {
-	return trainer.RuntimePatch{Manager: "e2e.kiln.dev/simulation", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
-		Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: job, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
-			Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Annotations: annotations}},
-		}}}}},
-	}}}
+	return platform.SimulatedPods("e2e.kiln.dev/simulation", job, annotations)
 }
 
 func envOf(c corev1.Container) map[string]string {
