@@ -412,8 +412,10 @@ test-unit: ## Unit tests (no cluster).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: test-integration
+# One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them
+# with the chart renders on 2 cores starved the operator suite's controller past a 20 s wait.
 test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(CHART_DEPS) $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
-	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
+	go test -p 1 -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
 # After the run, `kiln-platform leftovers` fails if the real node left anything on this
 # machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables
