@@ -32,10 +32,16 @@ func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 		return kilnv1.State_STATE_FAILED, orDefault(c.Reason, "Failed"), c.Message
 	}
 	queued := tj.Labels[trainer.KueueQueueNameLabel] != ""
+	// A deactivated workload is a suspend a user asked for: it is the job's state from the
+	// moment it is asked, also while Kueue is still evicting the running job.
+	if queued && wl != nil && !wl.Active {
+		if !ptr.Deref(tj.Spec.Suspend, false) {
+			return kilnv1.State_STATE_SUSPENDED, ReasonDeactivated, "suspending: Kueue stops its pods and releases its quota; resume it to queue it again"
+		}
+		return kilnv1.State_STATE_SUSPENDED, ReasonDeactivated, "suspended: its Kueue workload is deactivated; resume it to queue it again"
+	}
 	if ptr.Deref(tj.Spec.Suspend, false) {
 		switch {
-		case queued && wl != nil && !wl.Active:
-			return kilnv1.State_STATE_SUSPENDED, ReasonDeactivated, "suspended: its Kueue workload is deactivated; resume it to queue it again"
 		case queued && wl != nil && wl.Admitted:
 			return kilnv1.State_STATE_QUEUED, ReasonAdmitted, fmt.Sprintf("admitted by ClusterQueue %s; starting", wl.ClusterQueue)
 		case queued && wl != nil && wl.EvictedReason != "":

@@ -59,6 +59,11 @@ func TestState(t *testing.T) {
 			suspend: true, labels: queued, wl: &Workload{Active: false, EvictedReason: "Deactivated"},
 			want: want{kilnv1.State_STATE_SUSPENDED, ReasonDeactivated},
 		},
+		"deactivated while it still runs is suspended at once": {
+			labels: queued, wl: &Workload{Active: false, Admitted: true},
+			jobs: []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](1), Ready: ptr.To[int32](1)}},
+			want: want{kilnv1.State_STATE_SUSPENDED, ReasonDeactivated},
+		},
 		"running, pods starting": {
 			jobs: []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](1), Ready: ptr.To[int32](0)}},
 			want: want{kilnv1.State_STATE_RUNNING, ReasonStarting},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,5 +101,19 @@ func (s *TrainJobs) setWorkloadActive(ctx context.Context, tj *trainer.TrainJob,
 	if err := s.kube.AsCaller.Patch(ctx, wl, patch, client.FieldOwner(FieldManager)); err != nil {
 		return toConnect(what+": setting its Kueue workload's spec.active", err)
 	}
+	// Read your writes: views read workloads from the shared cache, so a GetTrainJob right
+	// after this call would show the job as it was. Wait (briefly) for the cache to see it.
+	key := client.ObjectKeyFromObject(wl)
+	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, cacheCatchUp, true, func(ctx context.Context) (bool, error) {
+		cached := kube.New(kube.WorkloadGVK)
+		if err := s.kube.Cache.Get(ctx, key, cached); err != nil {
+			return false, nil //nolint:nilerr // not in the cache yet: keep waiting
+		}
+		got, found, _ := unstructured.NestedBool(cached.Object, "spec", "active")
+		return (!found && active) || (found && got == active), nil
+	})
 	return nil
 }
+
+// cacheCatchUp bounds how long a write waits for the shared cache to see it.
+const cacheCatchUp = 3 * time.Second
