@@ -60,7 +60,12 @@ APISERVER := $(BIN)/kiln-apiserver
 KILN := $(BIN)/kiln
 # Go sources a binary depends on (module sources are few; find is cheap).
 go_sources = $(shell find $(1) -name '*.go' -not -name '*_test.go') $(wildcard $(addsuffix /go.mod,$(1)) $(addsuffix /go.sum,$(1)))
-GO_MODULES := api runtimes operator apiserver cli e2e
+GO_MODULES := api runtimes operator apiserver cli e2e sdk-gen sdk-gen/go
+# The SDKs (sdk-gen): the TypeScript package's tools and dependencies come from npm, pinned
+# by its lockfile; Python needs nothing but python3.
+SDK_TS := sdk-gen/typescript
+SDK_TS_DEPS := $(SDK_TS)/node_modules/.package-lock.json
+SDK_TS_DIST := $(SDK_TS)/dist/index.js
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
@@ -342,7 +347,7 @@ lint: $(BIN)/golangci-lint ## Lint every module (golangci-lint, config in .golan
 	GOLANGCI_LINT_CACHE=$(BIN)/golangci-lint-cache golangci-lint run $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 .PHONY: generate
-generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated artifact.
+generate: $(BIN)/controller-gen generate-proto generate-sdk ## Regenerate every generated artifact.
 	cd api && controller-gen object paths=./trainer/... \
 		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
 	cd operator && controller-gen webhook rbac:roleName=kiln-operator paths=./... \
@@ -360,6 +365,28 @@ generate: $(BIN)/controller-gen generate-proto ## Regenerate every generated art
 	for m in $(GO_MODULES); do (cd "$$m" && go mod tidy); done
 	go work sync
 	for m in $(GO_MODULES); do (cd "$$m" && go mod tidy); done
+
+# The SDKs' generated layers: Python from protoc-gen-kiln-python (sdk-gen), TypeScript from
+# protoc-gen-es (npm, pinned by the lockfile).
+.PHONY: generate-sdk
+generate-sdk: $(BIN)/buf $(BIN)/protoc-gen-kiln-python $(SDK_TS_DEPS) ## Regenerate the Python and TypeScript SDKs' messages and clients from api/proto.
+	cd sdk-gen && buf generate ../api --template buf.gen.yaml
+
+$(BIN)/protoc-gen-kiln-python: $(call go_sources,sdk-gen/cmd sdk-gen/internal) sdk-gen/go.mod go.work
+	go build -o $@ ./sdk-gen/cmd/protoc-gen-kiln-python
+
+# Node 20 or newer (the machine's; Debian's own nodejs is older), and the lockfile's packages.
+$(SDK_TS_DEPS): $(SDK_TS)/package.json $(SDK_TS)/package-lock.json
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null || \
+		{ echo "the TypeScript SDK needs Node.js 20 or newer (node --version: $$(node --version 2>&1))"; exit 1; }
+	cd $(SDK_TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(SDK_TS_DIST): $(SDK_TS_DEPS) $(SDK_TS)/tsconfig.json $(shell find $(SDK_TS)/src $(SDK_TS)/test -name '*.ts' 2>/dev/null)
+	cd $(SDK_TS) && rm -rf dist && node_modules/.bin/tsc -p tsconfig.json
+
+.PHONY: sdk
+sdk: $(SDK_TS_DIST) ## Build the TypeScript SDK (sdk-gen/typescript/dist); the Python and Go SDKs need no build.
 
 .PHONY: generate-proto
 generate-proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Lint the API definitions (buf STANDARD) and regenerate their Go code.
@@ -408,8 +435,10 @@ test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the
 	$(MAKE) test-e2e KILN_INSTALL=chart
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no cluster).
+test-unit: $(SDK_TS_DIST) ## Unit tests (no cluster), the SDKs' included (wire format against recorded exchanges).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
+	cd sdk-gen/python && python3 -m unittest discover -s tests -t .
+	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js
 
 .PHONY: test-integration
 # One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them
@@ -421,7 +450,7 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $
 # machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables
 # rules or nftables tables, sysctls, files in host paths).
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
+test-e2e: $(SDK_TS_DIST) ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
 	$(MAKE) platform-down $(if $(filter chart,$(KILN_INSTALL)),chart-up,platform-up)
 	rc=0; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
 		go test -count=1 -timeout 30m ./e2e/test/e2e/... || rc=$$?; \

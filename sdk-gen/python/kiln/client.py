@@ -1,0 +1,535 @@
+"""TrainerClient: submit, follow and control training jobs, shaped like the Kubeflow SDK's.
+
+A job submitted here is a ``trainer.kubeflow.org/v1alpha1`` TrainJob: kubectl, the ``kiln``
+CLI and the Kubeflow SDK see the same object. Every call goes through the Kiln API server,
+which acts as you in Kubernetes, so Kubernetes RBAC decides what you may see and do.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Union
+
+from kiln import config as _config
+from kiln import errors
+from kiln._connect import Transport
+from kiln._gen import kiln_v1 as pb
+
+__all__ = [
+    "TrainerClient",
+    "CustomTrainerContainer",
+    "Initializer",
+    "TrainJob",
+    "Step",
+    "Runtime",
+    "Queue",
+    "Event",
+    "STATUSES",
+]
+
+#: The statuses a job reports, in the Kubeflow SDK's words (Queued and Suspended are Kiln's:
+#: a job waiting in Kueue is Queued, not Created).
+STATUSES = ("Created", "Queued", "Running", "Suspended", "Complete", "Failed")
+
+_STATUS_OF = {
+    pb.State.STATE_UNSPECIFIED: "Created",
+    pb.State.STATE_QUEUED: "Queued",
+    pb.State.STATE_SUSPENDED: "Suspended",
+    pb.State.STATE_RUNNING: "Running",
+    pb.State.STATE_COMPLETE: "Complete",
+    pb.State.STATE_FAILED: "Failed",
+}
+_STATE_OF = {v: k for k, v in _STATUS_OF.items()}
+
+
+@dataclass
+class CustomTrainerContainer:
+    """The training container of a job: what runs on each node. Unset fields take the runtime's.
+
+    ``resources_per_node`` maps resource names to quantities, e.g.
+    ``{"cpu": 4, "memory": "16Gi", "nvidia.com/gpu": 8}``; ``env`` maps names to values.
+    """
+
+    image: Optional[str] = None
+    command: Optional[Sequence[str]] = None
+    args: Optional[Sequence[str]] = None
+    num_nodes: Optional[int] = None
+    resources_per_node: Optional[Dict[str, Union[str, int, float]]] = None
+    env: Optional[Dict[str, str]] = None
+    num_procs_per_node: Optional[int] = None
+
+
+@dataclass
+class Initializer:
+    """What the runtime's initializers download before training: a dataset and a model URI,
+    e.g. ``hf://tatsu-lab/alpaca``."""
+
+    dataset: Optional[str] = None
+    model: Optional[str] = None
+
+
+@dataclass
+class Step:
+    """One pod of a job: a training node (``node-0``), a launcher or an initializer."""
+
+    name: str
+    status: str
+    pod: str = ""
+    node: str = ""
+    devices: Dict[str, int] = field(default_factory=dict)
+    restarts: int = 0
+    exit_code: Optional[int] = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class TrainJob:
+    """A job and what happens to it. ``status`` is one of :data:`STATUSES`."""
+
+    name: str
+    namespace: str
+    runtime: str
+    status: str
+    reason: str
+    message: str
+    num_nodes: int
+    creation_timestamp: Optional[datetime]
+    start_time: Optional[datetime] = None
+    completion_time: Optional[datetime] = None
+    #: when the active deadline fails the job, while it runs.
+    deadline_time: Optional[datetime] = None
+    #: when the TTL deletes the finished job.
+    ttl_delete_time: Optional[datetime] = None
+    #: the deadline and TTL in force: the job's own, else its runtime's runPolicy.
+    active_deadline_seconds: Optional[int] = None
+    ttl_seconds_after_finished: Optional[int] = None
+    #: the Kueue LocalQueue, and where the job waits in it (0 when not waiting).
+    queue: str = ""
+    queue_position: int = 0
+    labels: Dict[str, str] = field(default_factory=dict)
+    steps: List[Step] = field(default_factory=list)
+    #: the API's message, with every field the server returned.
+    raw: Optional[pb.TrainJob] = field(default=None, repr=False)
+
+    @classmethod
+    def from_proto(cls, j: pb.TrainJob) -> "TrainJob":
+        spec, st = j.spec or pb.TrainJobSpec(), j.status or pb.TrainJobStatus()
+        q = st.queue or pb.QueuePosition()
+        return cls(
+            name=j.name,
+            namespace=j.namespace,
+            runtime=spec.runtime,
+            status=_STATUS_OF.get(st.state, "Created"),
+            reason=st.reason,
+            message=st.message,
+            num_nodes=spec.nodes,
+            creation_timestamp=j.create_time,
+            start_time=st.start_time,
+            completion_time=st.completion_time,
+            deadline_time=st.deadline_time,
+            ttl_delete_time=st.ttl_delete_time,
+            active_deadline_seconds=st.active_deadline_seconds,
+            ttl_seconds_after_finished=st.ttl_seconds_after_finished,
+            queue=spec.queue or q.local_queue,
+            queue_position=q.position_in_local_queue,
+            labels=dict(j.labels),
+            steps=[
+                Step(
+                    name=s.name,
+                    status=s.phase,
+                    pod=s.pod,
+                    node=s.node,
+                    devices={d.resource: d.count for d in s.devices},
+                    restarts=s.restarts,
+                    exit_code=s.exit_code,
+                    reason=s.reason,
+                    message=s.message,
+                )
+                for s in st.steps
+            ],
+            raw=j,
+        )
+
+
+@dataclass
+class Runtime:
+    """A training runtime: the blueprint a job runs on."""
+
+    name: str
+    namespace: str
+    framework: str
+    image: str
+    num_nodes: int
+    cluster: bool
+    deprecated: bool
+    steps: List[str]
+    #: the admin's default deadline and TTL for jobs on this runtime.
+    active_deadline_seconds: Optional[int] = None
+    ttl_seconds_after_finished: Optional[int] = None
+    raw: Optional[pb.Runtime] = field(default=None, repr=False)
+
+    @classmethod
+    def from_proto(cls, r: pb.Runtime) -> "Runtime":
+        rp = r.run_policy or pb.RunPolicy()
+        return cls(
+            name=r.name,
+            namespace=r.namespace,
+            framework=r.framework,
+            image=r.image,
+            num_nodes=r.nodes,
+            cluster=r.kind != pb.RuntimeKind.RUNTIME_KIND_NAMESPACED,
+            deprecated=r.deprecated,
+            steps=list(r.steps),
+            active_deadline_seconds=rp.active_deadline_seconds,
+            ttl_seconds_after_finished=rp.ttl_seconds_after_finished,
+            raw=r,
+        )
+
+
+@dataclass
+class Queue:
+    """A Kueue LocalQueue: its workloads and its ClusterQueue's quota."""
+
+    name: str
+    namespace: str
+    cluster_queue: str
+    pending: int
+    admitted: int
+    active: bool
+    message: str
+    raw: Optional[pb.Queue] = field(default=None, repr=False)
+
+
+@dataclass
+class Event:
+    """A Kubernetes event about a job or an object it owns (``object`` is ``Kind/name``)."""
+
+    type: str
+    reason: str
+    message: str
+    object: str
+    count: int
+    first_time: Optional[datetime]
+    last_time: Optional[datetime]
+    source: str
+
+
+Callback = Callable[[TrainJob], None]
+
+
+class TrainerClient:
+    """The client of one Kiln API server.
+
+    With no arguments it reads the Kiln configuration as the ``kiln`` CLI does (the file
+    ``make up`` writes, and ``KILN_*`` variables); ``server``, ``token``, ``token_file``,
+    ``ca_file`` and ``namespace`` override it, and ``server`` alone needs no file.
+    """
+
+    def __init__(
+        self,
+        server: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        namespace: Optional[str] = None,
+        context: Optional[str] = None,
+        config_file: Optional[str] = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if server:
+            try:
+                ctx = _config.resolve(config_file, context)
+            except _config.ConfigError:
+                ctx = _config.Context()
+            ctx.server = server
+        else:
+            ctx = _config.resolve(config_file, context)
+        if token is not None:
+            ctx.token, ctx.token_file = token, ""
+        if token_file is not None:
+            ctx.token, ctx.token_file = "", token_file
+        if ca_file is not None:
+            ctx.certificate_authority = ca_file
+        self.namespace = namespace or ctx.namespace or "default"
+        self.server = ctx.server
+        self._transport = Transport(
+            ctx.server,
+            token=ctx.token or None,
+            token_file=ctx.token_file or None,
+            ca_file=ctx.certificate_authority or None,
+            timeout=timeout,
+        )
+        self.jobs = pb.TrainJobServiceClient(self._transport)
+        self.runtimes = pb.RuntimeServiceClient(self._transport)
+        self.queues = pb.QueueServiceClient(self._transport)
+        self.info = pb.ServerServiceClient(self._transport)
+
+    # -- submit ---------------------------------------------------------------------------
+
+    def train(
+        self,
+        runtime: Union[str, Runtime, None] = None,
+        trainer: Optional[CustomTrainerContainer] = None,
+        initializer: Optional[Initializer] = None,
+        *,
+        queue: Optional[str] = None,
+        priority_class: Optional[str] = None,
+        active_deadline_seconds: Optional[int] = None,
+        ttl_seconds_after_finished: Optional[int] = None,
+        labels: Optional[Dict[str, str]] = None,
+        annotations: Optional[Dict[str, str]] = None,
+        name: Optional[str] = None,
+        generate_name: Optional[str] = None,
+        namespace: Optional[str] = None,
+        suspend: bool = False,
+        request_id: Optional[str] = None,
+    ) -> str:
+        """Submit a job and return its name.
+
+        ``runtime`` names a ClusterTrainingRuntime (or is a :class:`Runtime` from
+        :meth:`list_runtimes`). Without ``name`` the server picks one from
+        ``generate_name`` (default: the runtime's name and a dash). The call carries a
+        request id (random unless given): retried after a lost answer, it returns the job
+        the first attempt created instead of creating a second one.
+        """
+        if runtime is None:
+            raise ValueError("runtime: name the runtime to train on, e.g. runtime='torch-distributed' (see list_runtimes())")
+        rt_kind = pb.RuntimeKind.RUNTIME_KIND_UNSPECIFIED
+        if isinstance(runtime, Runtime):
+            if not runtime.cluster:
+                rt_kind = pb.RuntimeKind.RUNTIME_KIND_NAMESPACED
+            runtime = runtime.name
+        t = trainer or CustomTrainerContainer()
+        resources = None
+        if t.resources_per_node:
+            resources = pb.Resources(
+                requests={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
+                limits={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
+            )
+        spec = pb.TrainJobSpec(
+            runtime=runtime,
+            runtime_kind=rt_kind,
+            image=t.image or "",
+            command=list(t.command or []),
+            args=list(t.args or []),
+            env=[pb.EnvVar(name=k, value=str(v)) for k, v in (t.env or {}).items()],
+            nodes=_count("trainer.num_nodes", t.num_nodes),
+            procs_per_node=_count("trainer.num_procs_per_node", t.num_procs_per_node),
+            resources_per_node=resources,
+            dataset_uri=(initializer.dataset if initializer else None) or "",
+            model_uri=(initializer.model if initializer else None) or "",
+            queue=queue or "",
+            priority_class=priority_class or "",
+            suspend=suspend,
+            active_deadline_seconds=active_deadline_seconds,
+            ttl_seconds_after_finished=ttl_seconds_after_finished,
+        )
+        if not name and not generate_name:
+            generate_name = runtime + "-"
+        req = pb.CreateTrainJobRequest(
+            namespace=namespace or self.namespace,
+            train_job=pb.NewTrainJob(
+                name=name or "", generate_name=generate_name or "", labels=dict(labels or {}), annotations=dict(annotations or {}), spec=spec
+            ),
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        # The request id makes CreateTrainJob safe to retry: the transport retries it while
+        # the server is unreachable, as it does the read-only calls.
+        resp = self._transport.unary(self.jobs.SERVICE, "CreateTrainJob", req, pb.CreateTrainJobResponse, idempotent=True)
+        return resp.train_job.name if resp.train_job else ""
+
+    # -- read -----------------------------------------------------------------------------
+
+    def list_jobs(
+        self,
+        namespace: Optional[str] = None,
+        *,
+        all_namespaces: bool = False,
+        label_selector: Optional[str] = None,
+        status: Optional[Iterable[str]] = None,
+    ) -> List[TrainJob]:
+        """The jobs of a namespace (or of all you may list), ordered by namespace and name."""
+        states = [_STATE_OF[s] for s in _statuses(status)] if status is not None else []
+        out: List[TrainJob] = []
+        token = ""
+        while True:
+            resp = self.jobs.list_train_jobs(
+                pb.ListTrainJobsRequest(
+                    namespace=namespace or self.namespace,
+                    all_namespaces=all_namespaces,
+                    label_selector=label_selector or "",
+                    states=states,
+                    page_size=500,
+                    page_token=token,
+                )
+            )
+            out.extend(TrainJob.from_proto(j) for j in resp.train_jobs)
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    def get_job(self, name: str, namespace: Optional[str] = None) -> TrainJob:
+        """One job with its steps (pods) and timers."""
+        resp = self.jobs.get_train_job(pb.GetTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return TrainJob.from_proto(resp.train_job or pb.TrainJob())
+
+    def get_job_logs(
+        self,
+        name: str,
+        step: Optional[str] = "node-0",
+        follow: bool = False,
+        tail: Optional[int] = None,
+        *,
+        namespace: Optional[str] = None,
+        container: Optional[str] = None,
+    ) -> Iterator[str]:
+        """The lines a step printed, e.g. ``node-0`` (the default) or
+        ``dataset-initializer-0``; ``step=None`` streams every step, each line prefixed
+        with ``[step]``. ``follow`` waits for steps that have not started yet and streams
+        new lines until the job finishes; ``tail`` keeps the last lines of each step."""
+        req = pb.StreamLogsRequest(
+            namespace=namespace or self.namespace,
+            name=name,
+            step=step or "",
+            container=container or "",
+            follow=follow,
+            tail_lines=tail,
+        )
+        for resp in self.jobs.stream_logs(req):
+            for line in resp.lines:
+                yield line.text if step else f"[{line.step}] {line.text}"
+
+    def get_job_events(self, name: str, namespace: Optional[str] = None) -> List[Event]:
+        """The Kubernetes events of a job and of every object it owns, oldest first."""
+        resp = self.jobs.list_events(pb.ListEventsRequest(namespace=namespace or self.namespace, name=name))
+        return [
+            Event(type=e.type, reason=e.reason, message=e.message, object=e.object, count=e.count, first_time=e.first_time, last_time=e.last_time, source=e.source)
+            for e in resp.events
+        ]
+
+    def wait_for_job_status(
+        self,
+        name: str,
+        status: Union[str, Iterable[str]] = ("Complete",),
+        timeout: float = 600,
+        callbacks: Optional[Sequence[Callback]] = None,
+        *,
+        namespace: Optional[str] = None,
+    ) -> TrainJob:
+        """Wait until the job reaches one of ``status`` and return it.
+
+        Each callback is called with the job on every change seen (its state, steps'
+        counts, timers). A job that fails while ``Failed`` is not among ``status`` raises
+        :class:`kiln.JobFailedError`; a job deleted meanwhile raises
+        :class:`kiln.NotFoundError`; ``timeout`` seconds raise :class:`TimeoutError`. The
+        wait follows the server's watch and resumes it if the connection drops.
+        """
+        wanted = _statuses(status)
+        ns = namespace or self.namespace
+        deadline = time.monotonic() + timeout
+        rv = ""
+        backoff = 0.1
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise errors.DeadlineExceededError(f"TrainJob {ns}/{name} did not reach {'/'.join(sorted(wanted))} in {timeout:g}s")
+            seen = False
+            try:
+                stream = self.jobs.watch_train_jobs(
+                    pb.WatchTrainJobsRequest(namespace=ns, name=name, resource_version=rv, heartbeat_seconds=int(min(15, max(1, remaining)))),
+                    timeout=remaining,
+                )
+                for ev in stream:
+                    if ev.resource_version:
+                        rv = ev.resource_version
+                    if ev.type == pb.WatchEventType.WATCH_EVENT_TYPE_DELETED:
+                        raise errors.NotFoundError(f"TrainJob {ns}/{name} was deleted while waiting for it")
+                    if ev.type == pb.WatchEventType.WATCH_EVENT_TYPE_SYNCED and not seen:
+                        raise errors.NotFoundError(f'TrainJob "{name}" not found in namespace {ns}')
+                    if ev.type in (pb.WatchEventType.WATCH_EVENT_TYPE_ADDED, pb.WatchEventType.WATCH_EVENT_TYPE_MODIFIED) and ev.train_job:
+                        seen = True
+                        job = TrainJob.from_proto(ev.train_job)
+                        for cb in callbacks or ():
+                            cb(job)
+                        if job.status in wanted:
+                            stream.close()
+                            return job
+                        if job.status == "Failed":
+                            stream.close()
+                            raise errors.JobFailedError(job)
+            except errors.DeadlineExceededError:
+                if time.monotonic() >= deadline - 0.05:
+                    raise errors.DeadlineExceededError(f"TrainJob {ns}/{name} did not reach {'/'.join(sorted(wanted))} in {timeout:g}s") from None
+                raise
+            except errors.UnavailableError:
+                # The server restarted or a proxy dropped the stream: resume from rv.
+                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                backoff = min(backoff * 2, 5.0)
+
+    # -- control --------------------------------------------------------------------------
+
+    def suspend_job(self, name: str, namespace: Optional[str] = None) -> TrainJob:
+        """Stop a job's pods and its deadline clock; a queued job leaves Kueue's queue and its quota."""
+        resp = self.jobs.suspend_train_job(pb.SuspendTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return TrainJob.from_proto(resp.train_job or pb.TrainJob())
+
+    def resume_job(self, name: str, namespace: Optional[str] = None) -> TrainJob:
+        """Undo :meth:`suspend_job`: the job goes back to its queue (or runs again)."""
+        resp = self.jobs.resume_train_job(pb.ResumeTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return TrainJob.from_proto(resp.train_job or pb.TrainJob())
+
+    def delete_job(self, name: str, namespace: Optional[str] = None) -> None:
+        """Delete a job and everything it owns."""
+        self.jobs.delete_train_job(pb.DeleteTrainJobRequest(namespace=namespace or self.namespace, name=name))
+
+    # -- runtimes and queues --------------------------------------------------------------
+
+    def list_runtimes(self, namespace: Optional[str] = None) -> List[Runtime]:
+        """The cluster's runtimes, then the TrainingRuntimes of the namespace."""
+        resp = self.runtimes.list_runtimes(pb.ListRuntimesRequest(namespace=namespace or self.namespace))
+        return [Runtime.from_proto(r) for r in resp.runtimes]
+
+    def get_runtime(self, name: str, namespace: Optional[str] = None) -> Runtime:
+        """A ClusterTrainingRuntime, or with ``namespace`` a TrainingRuntime of that namespace."""
+        kind = pb.RuntimeKind.RUNTIME_KIND_NAMESPACED if namespace else pb.RuntimeKind.RUNTIME_KIND_CLUSTER
+        resp = self.runtimes.get_runtime(pb.GetRuntimeRequest(name=name, namespace=namespace or "", kind=kind))
+        return Runtime.from_proto(resp.runtime or pb.Runtime())
+
+    def list_queues(self, namespace: Optional[str] = None, *, all_namespaces: bool = False) -> List[Queue]:
+        """Kueue's LocalQueues of the namespace (or of all you may list)."""
+        resp = self.queues.list_queues(pb.ListQueuesRequest(namespace=namespace or self.namespace, all_namespaces=all_namespaces))
+        return [
+            Queue(name=q.name, namespace=q.namespace, cluster_queue=q.cluster_queue, pending=q.pending, admitted=q.admitted, active=q.active, message=q.message, raw=q)
+            for q in resp.queues
+        ]
+
+
+def _statuses(status: Union[str, Iterable[str], None]) -> Set[str]:
+    if status is None:
+        return set()
+    items = {status} if isinstance(status, str) else set(status)
+    bad = sorted(s for s in items if s not in STATUSES)
+    if bad:
+        raise ValueError(f"status {', '.join(bad)}: want one of {', '.join(STATUSES)}")
+    if not items:
+        raise ValueError(f"status: name at least one of {', '.join(STATUSES)}")
+    return items
+
+
+def _count(what: str, n: Optional[int]) -> int:
+    if n is None:
+        return 0
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what}: want a whole number of at least 1, got {n!r} (leave it unset for the runtime's)")
+    return n
+
+
+def _quantity(resource: str, v: Union[str, int, float]) -> str:
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError(f"trainer.resources_per_node[{resource!r}]: want a quantity such as 4, '500m' or '16Gi', got {v!r}")
+    return str(v)
