@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,31 +54,15 @@ func jobName(t *testing.T, c *Client, what string) string {
 // createSlow creates, through the generated client, a job whose simulated pods run for d.
 func createSlow(t *testing.T, ctx context.Context, c *Client, name string, d time.Duration, deadline int) {
 	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "slow-trainjob.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ads := ""
 	if deadline > 0 {
-		ads = fmt.Sprintf("\n  activeDeadlineSeconds: %d", deadline)
+		ads = fmt.Sprintf("activeDeadlineSeconds: %d", deadline)
 	}
-	manifest := fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: %s
-  labels: {kueue.x-k8s.io/queue-name: %s}
-spec:
-  runtimeRef: {name: torch-distributed}
-  trainer: {command: [torchrun, train.py], numNodes: 1}%s
-  runtimePatches:
-  - manager: e2e.kiln.dev/simulation
-    trainingRuntimeSpec:
-      template:
-        spec:
-          replicatedJobs:
-          - name: node
-            template:
-              spec:
-                template:
-                  metadata:
-                    annotations: {sim.kiln.dev/duration: %s}
-`, name, queue(), ads, d)
+	manifest := strings.NewReplacer("NAME", name, "QUEUE", queue(), "DURATION", d.String(), "DEADLINE", ads).Replace(string(data))
 	if _, err := c.Jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{Namespace: c.Namespace, Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: manifest}})); err != nil {
 		t.Fatal(err)
 	}

@@ -16,29 +16,11 @@ QUEUE = os.environ.get("KILN_SDK_QUEUE", "default")
 
 
 def slow_job(name: str, seconds: int, deadline: Optional[int] = None) -> str:
-    """A TrainJob whose simulated training pods run for `seconds` on the local platform."""
-    ads = f"\n  activeDeadlineSeconds: {deadline}" if deadline else ""
-    return f"""apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: {name}
-  labels: {{kueue.x-k8s.io/queue-name: {QUEUE}}}
-spec:
-  runtimeRef: {{name: torch-distributed}}
-  trainer: {{command: [torchrun, train.py], numNodes: 1}}{ads}
-  runtimePatches:
-  - manager: e2e.kiln.dev/simulation
-    trainingRuntimeSpec:
-      template:
-        spec:
-          replicatedJobs:
-          - name: node
-            template:
-              spec:
-                template:
-                  metadata:
-                    annotations: {{sim.kiln.dev/duration: {seconds}s}}
-"""
+    """A TrainJob whose simulated training pod runs for `seconds` on the local platform."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "slow-trainjob.yaml"), encoding="utf-8") as f:
+        text = f.read()
+    deadline_line = f"activeDeadlineSeconds: {deadline}" if deadline else ""
+    return text.replace("NAME", name).replace("QUEUE", QUEUE).replace("DURATION", f"{seconds}s").replace("DEADLINE", deadline_line)
 
 
 @unittest.skipUnless(LIVE, "KILN_SDK_LIVE=1 runs these against the Kiln API server of the Kiln configuration")

@@ -5,6 +5,7 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 
 import { InvalidArgumentError, JobFailedError, NotFoundError, PermissionDeniedError, TrainerClient } from "../src/index.js";
 
@@ -29,27 +30,12 @@ function setup(t: TestContext): { c: TrainerClient; name: (what: string) => stri
 }
 
 function slowJob(name: string, seconds: number, deadline?: number): string {
-  return `apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: ${name}
-  labels: {kueue.x-k8s.io/queue-name: ${queue}}
-spec:
-  runtimeRef: {name: torch-distributed}
-  trainer: {command: [torchrun, train.py], numNodes: 1}${deadline ? `\n  activeDeadlineSeconds: ${deadline}` : ""}
-  runtimePatches:
-  - manager: e2e.kiln.dev/simulation
-    trainingRuntimeSpec:
-      template:
-        spec:
-          replicatedJobs:
-          - name: node
-            template:
-              spec:
-                template:
-                  metadata:
-                    annotations: {sim.kiln.dev/duration: ${seconds}s}
-`;
+  const text = readFileSync(new URL("../../../testdata/slow-trainjob.yaml", import.meta.url), "utf8");
+  return text
+    .replaceAll("NAME", name)
+    .replaceAll("QUEUE", queue)
+    .replaceAll("DURATION", `${seconds}s`)
+    .replaceAll("DEADLINE", deadline ? `activeDeadlineSeconds: ${deadline}` : "");
 }
 
 async function eventually(cond: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
