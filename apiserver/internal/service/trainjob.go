@@ -54,6 +54,9 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
+	if errs := s.missingRuntime(ctx, m, tj); len(errs) > 0 {
+		return nil, invalid(errs)
+	}
 	what := fmt.Sprintf("creating TrainJob %s/%s", tj.Namespace, cmp.Or(tj.Name, tj.GenerateName+"*"))
 	idem, err := newIdempotency(m)
 	if err != nil {

@@ -202,6 +202,26 @@ spec: {runtimeRef: {name: torch-distributed}, ttlSecondsAfterFinished: -5}
 				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
 				Expect(fieldViolations(err)).To(ContainElement("spec.ttlSecondsAfterFinished"))
 
+				// A runtime that does not exist: named by the request's field, whichever
+				// admission webhook (Kiln's, Kueue's) would have answered first.
+				missing := newJob(name("no-runtime"))
+				missing.Spec.Runtime = "nope"
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: missing},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("train_job.spec.runtime"))
+				Expect(err.Error()).To(ContainSubstring(`ClusterTrainingRuntime "nope" not found in the cluster: name an existing runtime`))
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: %s}
+spec: {runtimeRef: {name: nope, kind: TrainingRuntime}}
+`, name("no-runtime"))},
+				}))
+				Expect(fieldViolations(err)).To(ConsistOf("manifest.spec.runtimeRef.name"))
+				Expect(err.Error()).To(ContainSubstring(`TrainingRuntime "nope" not found in namespace team-a`))
+
 				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
 					Namespace: "team-b", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("elsewhere"))},
 				}))
