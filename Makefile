@@ -439,8 +439,10 @@ test-unit: $(SDK_TS_DIST) ## Unit tests (no cluster), the SDKs' included (wire f
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 	cd sdk-gen/python && python3 -m unittest discover -s tests -t .
 	@# The SDK promises Python 3.9 or newer: test the oldest too where the machine has it.
-	if command -v python3.9 >/dev/null; then cd sdk-gen/python && python3.9 -m unittest discover -s tests -t .; \
-	else echo "python3.9 is not installed: the Python SDK was tested with $$(python3 --version) only"; fi
+	@# (pyenv puts a python3.9 shim on PATH that fails unless 3.9 is selected: ask it, then look.)
+	py39="$$(python3.9 -c 'import sys; print(sys.executable)' 2>/dev/null || ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.9.*/bin/python3.9 2>/dev/null | tail -1)"; \
+	if [ -n "$$py39" ]; then cd sdk-gen/python && "$$py39" -m unittest discover -s tests -t .; \
+	else echo "no Python 3.9 here: the Python SDK was tested with $$(python3 --version) only"; fi
 	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js
 
 .PHONY: test-integration
