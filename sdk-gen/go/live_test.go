@@ -169,9 +169,11 @@ func TestLiveSuspendAndResumeUnderAQueue(t *testing.T) {
 	if j, err := c.GetJob(ctx, "", name); err != nil || j.Status != StatusSuspended || j.DeadlineTime != nil {
 		t.Fatalf("GetJob right after SuspendJob: %+v, %v", j, err)
 	}
+	// Once Kueue has stopped it (spec.suspend), the operator clears its start time; resuming
+	// before that would find it never stopped, still Running.
 	eventually(t, func() bool {
 		j, err := c.GetJob(ctx, "", name)
-		return err == nil && j.StartTime == nil && j.Status == StatusSuspended
+		return err == nil && j.Raw.GetSpec().GetSuspend() && j.StartTime == nil && j.Status == StatusSuspended
 	})
 	if j, err := c.ResumeJob(ctx, "", name); err != nil || j.Status != StatusQueued {
 		t.Fatalf("ResumeJob: %+v, %v", j, err)

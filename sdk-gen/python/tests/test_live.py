@@ -113,8 +113,9 @@ class LiveTest(unittest.TestCase):
         job = self.client.get_job(name)
         self.assertEqual((job.status, job.reason, job.deadline_time), ("Suspended", "Deactivated", None))
         self.assertEqual(self.client.list_jobs(status=["Suspended"])[0].status, "Suspended")
-        # Once Kueue has stopped it, the operator clears its start time (its deadline clock).
-        self.eventually(lambda: self.client.get_job(name).start_time is None)
+        # Once Kueue has stopped it (spec.suspend), the operator clears its start time (its
+        # deadline clock). Resuming before that would find it never stopped, still Running.
+        self.eventually(lambda: (lambda j: j.raw.spec.suspend and j.start_time is None)(self.client.get_job(name)))
         self.assertEqual(self.client.get_job(name).status, "Suspended")
         self.assertEqual(self.client.resume_job(name).status, "Queued")
         self.client.wait_for_job_status(name, "Running", timeout=60)

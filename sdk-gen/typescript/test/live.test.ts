@@ -93,7 +93,12 @@ test("suspend and resume under a Kueue queue", { skip }, async (t) => {
   assert.equal((await c.suspendJob(n)).status, "Suspended");
   const now = await c.getJob(n);
   assert.deepEqual([now.status, now.reason, now.deadlineTime], ["Suspended", "Deactivated", undefined]);
-  await eventually(async () => (await c.getJob(n)).startTime === undefined);
+  // Once Kueue has stopped it (spec.suspend), the operator clears its start time; resuming
+  // before that would find it never stopped, still Running.
+  await eventually(async () => {
+    const j = await c.getJob(n);
+    return j.raw.spec?.suspend === true && j.startTime === undefined;
+  });
   assert.equal((await c.resumeJob(n)).status, "Queued");
   await c.waitForJobStatus(n, "Running", { timeout: 60 });
   await eventually(async () => (await c.getJob(n)).startTime !== undefined);
