@@ -348,8 +348,8 @@ lint: $(BIN)/golangci-lint ## Lint every module (golangci-lint, config in .golan
 
 .PHONY: generate
 generate: $(BIN)/controller-gen generate-proto generate-sdk ## Regenerate every generated artifact.
-	cd api && controller-gen object paths=./trainer/... \
-		crd:generateEmbeddedObjectMeta=true paths=./trainer/... output:crd:dir=./config/crd
+	cd api && controller-gen object paths="./trainer/...;./kiln/..." \
+		crd:generateEmbeddedObjectMeta=true paths="./trainer/...;./kiln/..." output:crd:dir=./config/crd
 	cd operator && controller-gen webhook rbac:roleName=kiln-operator paths=./... \
 		output:webhook:artifacts:config=./config/webhook output:rbac:artifacts:config=./config/rbac
 	cd apiserver && controller-gen rbac:roleName=kiln-apiserver paths=./... output:rbac:artifacts:config=./config/rbac

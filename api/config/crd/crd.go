@@ -1,4 +1,4 @@
-// Package crd embeds the trainer.kubeflow.org CustomResourceDefinitions that controller-gen
+// Package crd embeds the trainer.kubeflow.org and kiln.dev CustomResourceDefinitions that controller-gen
 // generates into this directory (`make generate`), for the programs that install them.
 package crd
 

@@ -132,7 +132,7 @@ var _ = Describe("The Helm chart", func() {
 
 		By("every runtime of the catalog, and the CRDs from crds/")
 		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(5))
-		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(3))
+		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(4)) // TrainJob, the two runtimes, CronTrainJob
 	})
 
 	It("runs every container as the restricted Pod Security Standard asks", func() {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
@@ -185,7 +186,7 @@ func podNamespace() string {
 func run(ctx context.Context, o options) error {
 	scheme := runtime.NewScheme()
 	// Kueue's types: the controller reads a queued job's Workload for its admission time.
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme, kueue.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, kiln.AddToScheme, jobsetv1alpha2.AddToScheme, kueue.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -216,6 +217,10 @@ func run(ctx context.Context, o options) error {
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
+	}
+	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
+	if err := cron.SetupWithManager(mgr, controller.Options{}); err != nil {
+		return fmt.Errorf("setting up the CronTrainJob controller: %w", err)
 	}
 	certsReady := make(chan struct{})
 	switch {

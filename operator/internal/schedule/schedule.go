@@ -1,15 +1,14 @@
 // Package schedule is the arithmetic of CronTrainJob schedules, with CronJob's meaning:
 // standard five-field cron expressions and the @yearly/@monthly/@weekly/@daily/@hourly
-// macros, evaluated in an IANA time zone; the most recent due time since the last run
-// (missed times while the operator was down run at most once, the latest only); and the
-// name of each run, derived from its scheduled time so that no restart or retry ever
-// creates one twice. It holds no timers and reads no clock: callers pass the time.
+// macros, evaluated in an IANA time zone, and the most recent due time since the last run
+// (missed times while the operator was down run at most once, the latest only). It holds
+// no timers and reads no clock: callers pass the time. (A run's name comes from its
+// scheduled time: kiln.dev/v1alpha1's RunName.)
 package schedule
 
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,28 +116,4 @@ func (s *Schedule) Due(since, now time.Time, startingDeadline time.Duration) (ti
 		}
 	}
 	return last, n, nil
-}
-
-// RunName is the name of the run scheduled at t: the CronTrainJob's name and the scheduled
-// time in minutes since the Unix epoch, as CronJob names its Jobs. A run's name depends on
-// nothing else, so a controller that restarts or retries finds the run it created.
-func RunName(cronTrainJob string, t time.Time) string {
-	return cronTrainJob + "-" + strconv.FormatInt(t.Unix()/60, 10)
-}
-
-// RunNameSuffixLength is the length RunName adds to the name (a dash and 8 digits until
-// the year 2160).
-const RunNameSuffixLength = 9
-
-// ScheduledTimeOf recovers the scheduled time from a run's name, or reports false.
-func ScheduledTimeOf(cronTrainJob, run string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(run, cronTrainJob+"-")
-	if !ok {
-		return time.Time{}, false
-	}
-	minutes, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || minutes < 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(minutes*60, 0).UTC(), true
 }

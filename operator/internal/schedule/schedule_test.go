@@ -143,20 +143,3 @@ func TestDue(t *testing.T) {
 		t.Errorf("Due after a week = %s, %d, %v", got, n, err)
 	}
 }
-
-func TestRunName(t *testing.T) {
-	when := at(t, "Europe/Berlin", "2026-11-29 02:00")
-	name := RunName("weekly-retrain", when)
-	if name != "weekly-retrain-29931900" || len(name)-len("weekly-retrain") != RunNameSuffixLength {
-		t.Errorf("RunName = %q", name)
-	}
-	back, ok := ScheduledTimeOf("weekly-retrain", name)
-	if !ok || !back.Equal(when) {
-		t.Errorf("ScheduledTimeOf(%q) = %s, %t", name, back, ok)
-	}
-	for _, other := range []string{"weekly-retrain", "weekly-retrain-x", "nightly-29931900", "weekly-retrain--5"} {
-		if _, ok := ScheduledTimeOf("weekly-retrain", other); ok {
-			t.Errorf("ScheduledTimeOf(%q) is a run", other)
-		}
-	}
-}

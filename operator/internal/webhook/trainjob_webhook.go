@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/operator/internal/render"
 )
@@ -58,6 +59,9 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient()})
 	validator.RecoverPanic = ptr.To(true)
 	srv.Register(ValidatePath, validator)
+	cron := admission.WithValidator[*kiln.CronTrainJob](mgr.GetScheme(), &CronValidator{jobs: &Validator{client: mgr.GetClient()}})
+	cron.RecoverPanic = ptr.To(true)
+	srv.Register(CronValidatePath, cron)
 	return nil
 }
 

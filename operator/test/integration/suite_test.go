@@ -24,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/kueue"
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
@@ -70,6 +72,7 @@ var _ = BeforeSuite(func() {
 	Expect(trainer.AddToScheme(scheme)).To(Succeed())
 	Expect(jobsetv1alpha2.AddToScheme(scheme)).To(Succeed())
 	Expect(kueue.AddToScheme(scheme)).To(Succeed())
+	Expect(kiln.AddToScheme(scheme)).To(Succeed())
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -88,6 +91,10 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
+	// CronTrainJobs run on a clock the specs move.
+	cronClock = clocktesting.NewFakeClock(time.Now())
+	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), cronClock)
+	Expect(cron.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 	Expect(kilnwebhook.Setup(mgr, clock.RealClock{}, []string{preservingUser})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
@@ -110,6 +117,9 @@ var _ = AfterSuite(func() {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
+
+// cronClock is the CronTrainJob controller's clock.
+var cronClock *clocktesting.FakeClock
 
 // preservingUser stands for Kueue: a client that writes TrainJobs without Kiln's fields.
 const preservingUser = "system:serviceaccount:kueue-system:kueue-controller-manager"

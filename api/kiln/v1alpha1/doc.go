@@ -1,0 +1,6 @@
+// Package v1alpha1 holds Kiln's own kinds, group kiln.dev (the trainer.kubeflow.org group
+// stays upstream's): CronTrainJob, which creates TrainJobs on a schedule.
+//
+// +kubebuilder:object:generate=true
+// +groupName=kiln.dev
+package v1alpha1

@@ -1,0 +1,89 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	"github.com/kiln-ml/kiln/operator/internal/schedule"
+)
+
+// Served in the validating configuration of the TrainJob validator (kiln-trainjob-validator),
+// whose CA bundle the operator already manages.
+// +kubebuilder:webhook:path=/validate-kiln-dev-v1alpha1-crontrainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=kiln.dev,resources=crontrainjobs,verbs=create;update,versions=v1alpha1,name=validator.crontrainjob.kiln.dev,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=kiln-webhook,serviceNamespace=kiln-system
+
+// CronValidatePath is where the CronTrainJob validator is served.
+const CronValidatePath = "/validate-kiln-dev-v1alpha1-crontrainjob"
+
+// CronValidator refuses a CronTrainJob whose schedule cannot parse, whose time zone is
+// unknown, or whose runs would be refused as TrainJobs: each run is checked as the
+// TrainJob validator checks one (its runtime, its size, the names JobSet derives from its
+// name, its rendering), with the field paths moved under spec.trainJobTemplate.
+type CronValidator struct {
+	jobs *Validator
+}
+
+// ValidateCreate implements admission.Validator.
+func (v *CronValidator) ValidateCreate(ctx context.Context, cj *kiln.CronTrainJob) (admission.Warnings, error) {
+	return nil, v.validate(ctx, cj)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *CronValidator) ValidateUpdate(ctx context.Context, _, cj *kiln.CronTrainJob) (admission.Warnings, error) {
+	return nil, v.validate(ctx, cj)
+}
+
+// ValidateDelete allows every deletion.
+func (v *CronValidator) ValidateDelete(context.Context, *kiln.CronTrainJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *CronValidator) validate(ctx context.Context, cj *kiln.CronTrainJob) error {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	tz := ptr.Deref(cj.Spec.TimeZone, "")
+	if _, err := schedule.Parse("@daily", tz); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("timeZone"), tz, err.Error()))
+	} else if _, err := schedule.Parse(cj.Spec.Schedule, tz); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("schedule"), cj.Spec.Schedule, err.Error()))
+	}
+	// A run as it will be created, at a time far enough ahead for its name to be as long as
+	// any run's in this century.
+	run := cj.NewRun(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
+	if _, err := v.jobs.ValidateCreate(ctx, run); err != nil {
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) || status.Status().Details == nil {
+			return err
+		}
+		for _, c := range status.Status().Details.Causes {
+			errs = append(errs, templateError(cj, c.Field, c.Message))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(kiln.GroupVersion.WithKind("CronTrainJob").GroupKind(), cj.Name, errs)
+}
+
+// templateError moves a run's field error to where the user wrote it: the run's name is
+// the CronTrainJob's name plus its scheduled minute; its spec is the template's.
+func templateError(cj *kiln.CronTrainJob, path, msg string) *field.Error {
+	switch {
+	case path == "metadata.name" || path == "metadata.generateName":
+		return field.Invalid(field.NewPath("metadata", "name"), cj.Name, fmt.Sprintf(
+			"its runs are named %s-<minute of the scheduled time, 8 digits>, %d characters longer: %s", cj.Name, kiln.RunNameSuffixLength, msg))
+	case strings.HasPrefix(path, "spec."):
+		return &field.Error{Type: field.ErrorTypeInvalid, Field: "spec.trainJobTemplate." + path, BadValue: field.OmitValueType{}, Detail: msg}
+	case strings.HasPrefix(path, "metadata."):
+		return &field.Error{Type: field.ErrorTypeInvalid, Field: "spec.trainJobTemplate." + path, BadValue: field.OmitValueType{}, Detail: msg}
+	}
+	return &field.Error{Type: field.ErrorTypeInvalid, Field: "spec.trainJobTemplate", BadValue: field.OmitValueType{}, Detail: msg}
+}
