@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -262,7 +263,14 @@ func killOperatorPods() (start func(context.Context)) {
 func webhooksFailOpen(ctx context.Context) {
 	policy := func(p string) {
 		for _, kind := range []string{"mutatingwebhookconfiguration/kiln-trainjob-defaulter", "validatingwebhookconfiguration/kiln-trainjob-validator"} {
-			out, err := kubectl("", "patch", kind, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"`+p+`"}]`)
+			// Every webhook of the configuration (the validator's also serves CronTrainJobs).
+			names, err := kubectl("", "get", kind, "-o", `jsonpath={range .webhooks[*]}{.name}{"\n"}{end}`)
+			Expect(err).NotTo(HaveOccurred(), names)
+			var ops []string
+			for i := range strings.Fields(names) {
+				ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/webhooks/%d/failurePolicy","value":%q}`, i, p))
+			}
+			out, err := kubectl("", "patch", kind, "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
 			Expect(err).NotTo(HaveOccurred(), out)
 		}
 	}
