@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -169,7 +170,7 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 		Expect(err).NotTo(HaveOccurred())
 		queueBefore := localQueueUsage(ctx, "default", "default")
 
-		var failures, pythonCalls []string
+		var failures []string
 		var python []badRequest
 		for _, e := range entries {
 			Expect(e.Want != "" || e.Field != "").To(BeTrue(), "%s says what the refusal must name", e.Name)
@@ -187,7 +188,7 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 					failures = append(failures, e.Name+": accepted")
 				case got.code != e.Code:
 					failures = append(failures, fmt.Sprintf("%s: code %s, want %s (%s)", e.Name, got.code, e.Code, got.message))
-				case e.Field != "" && !contains(got.fields, e.Field):
+				case e.Field != "" && !slices.Contains(got.fields, e.Field):
 					failures = append(failures, fmt.Sprintf("%s: field violations %q do not name %s (%s)", e.Name, got.fields, e.Field, got.message))
 				case !strings.Contains(got.message, e.Want):
 					failures = append(failures, fmt.Sprintf("%s: %q does not say %q", e.Name, got.message, e.Want))
@@ -199,7 +200,6 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 				}
 			case e.Python != "":
 				python = append(python, e)
-				pythonCalls = append(pythonCalls, e.Name)
 			default:
 				failures = append(failures, e.Name+": no api, cli or python")
 			}
@@ -224,7 +224,6 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 				failures = append(failures, fmt.Sprintf("%s: raised %s %q, want %s saying %q", e.Name, r.Error, r.Message, e.Error, e.Want))
 			}
 		}
-		Expect(pythonCalls).To(HaveLen(len(python)))
 		Expect(failures).To(BeEmpty())
 
 		// Nothing half-created: no TrainJob, no Kueue workload of one, the queue's usage as before.
@@ -242,15 +241,6 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 		Expect(localQueueUsage(ctx, "default", "default")).To(Equal(queueBefore))
 	})
 })
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // localQueueUsage is a LocalQueue's pending, reserving and admitted workload counts.
 func localQueueUsage(ctx context.Context, namespace, name string) [3]int64 {

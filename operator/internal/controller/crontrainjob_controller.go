@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -248,20 +249,10 @@ func (r *CronTrainJobReconciler) setReady(cj *kiln.CronTrainJob, status metav1.C
 }
 
 func (r *CronTrainJobReconciler) writeStatus(ctx context.Context, cj *kiln.CronTrainJob, before *kiln.CronTrainJobStatus) error {
-	if equalStatus(before, &cj.Status) {
+	// Conditions keep their transition time while their status stands, so an unchanged
+	// status compares equal.
+	if apiequality.Semantic.DeepEqual(before, &cj.Status) {
 		return nil
 	}
 	return r.client.Status().Update(ctx, cj)
-}
-
-func equalStatus(a, b *kiln.CronTrainJobStatus) bool {
-	strip := func(s *kiln.CronTrainJobStatus) *kiln.CronTrainJobStatus {
-		c := s.DeepCopy()
-		for i := range c.Conditions {
-			c.Conditions[i].LastTransitionTime = metav1.Time{}
-		}
-		return c
-	}
-	x, y := strip(a), strip(b)
-	return fmt.Sprint(x) == fmt.Sprint(y)
 }
