@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/google/go-cmp v0.7.0
+	github.com/robfig/cron/v3 v3.0.1
 	golang.org/x/mod v0.41.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.36.3

@@ -7,6 +7,9 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
+// CronTrainJobKind is the kind of CronTrainJob.
+const CronTrainJobKind = "CronTrainJob"
+
 // Labels, annotations and the environment variable of the TrainJobs a CronTrainJob creates.
 const (
 	// LabelCronTrainJob names the CronTrainJob that created a TrainJob.

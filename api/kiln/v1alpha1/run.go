@@ -62,6 +62,6 @@ func (cj *CronTrainJob) NewRun(due time.Time) *trainer.TrainJob {
 	}
 	tj.Spec.Trainer.Env = slices.DeleteFunc(tj.Spec.Trainer.Env, func(e corev1.EnvVar) bool { return e.Name == EnvScheduledTime })
 	tj.Spec.Trainer.Env = append(tj.Spec.Trainer.Env, corev1.EnvVar{Name: EnvScheduledTime, Value: stamp})
-	tj.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cj, GroupVersion.WithKind("CronTrainJob"))}
+	tj.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cj, GroupVersion.WithKind(CronTrainJobKind))}
 	return tj
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -19,48 +21,69 @@ const MaxManifestBytes = 1 << 20
 // ParseManifest reads one TrainJob from YAML or JSON, strictly: an unknown or misspelled
 // field is an error that names it, never silently dropped. Status is ignored.
 func ParseManifest(manifest string, path *field.Path) (*trainer.TrainJob, field.ErrorList) {
+	tj := &trainer.TrainJob{}
+	if errs := decodeManifest(manifest, path, trainer.GroupVersion.String(), trainer.TrainJobKind, tj); len(errs) > 0 {
+		return nil, errs
+	}
+	tj.Status = trainer.TrainJobStatus{}
+	clearServerFields(&tj.ObjectMeta)
+	return tj, nil
+}
+
+// ParseCronManifest reads one CronTrainJob from YAML or JSON, as ParseManifest reads a TrainJob.
+func ParseCronManifest(manifest string, path *field.Path) (*kiln.CronTrainJob, field.ErrorList) {
+	cj := &kiln.CronTrainJob{}
+	if errs := decodeManifest(manifest, path, kiln.GroupVersion.String(), kiln.CronTrainJobKind, cj); len(errs) > 0 {
+		return nil, errs
+	}
+	cj.Status = kiln.CronTrainJobStatus{}
+	clearServerFields(&cj.ObjectMeta)
+	return cj, nil
+}
+
+// decodeManifest decodes one object of apiVersion and kind into obj, strictly.
+func decodeManifest(manifest string, path *field.Path, apiVersion, kind string, obj any) field.ErrorList {
 	if len(manifest) > MaxManifestBytes {
-		return nil, field.ErrorList{field.TooLong(path, "", MaxManifestBytes)}
+		return field.ErrorList{field.TooLong(path, "", MaxManifestBytes)}
 	}
 	if strings.TrimSpace(manifest) == "" {
-		return nil, field.ErrorList{field.Required(path, "a TrainJob in YAML or JSON")}
+		return field.ErrorList{field.Required(path, fmt.Sprintf("a %s in YAML or JSON", kind))}
 	}
 	if docs := countDocuments(manifest); docs > 1 {
-		return nil, field.ErrorList{field.Invalid(path, "", fmt.Sprintf("holds %d YAML documents: send one TrainJob per request", docs))}
+		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("holds %d YAML documents: send one %s per request", docs, kind))}
 	}
 	head := struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}{}
 	if err := yaml.Unmarshal([]byte(manifest), &head); err != nil {
-		return nil, field.ErrorList{field.Invalid(path, "", "not YAML or JSON: "+err.Error())}
+		return field.ErrorList{field.Invalid(path, "", "not YAML or JSON: "+err.Error())}
 	}
-	if head.APIVersion != trainer.GroupVersion.String() || head.Kind != "TrainJob" {
-		return nil, field.ErrorList{field.Invalid(path, "", fmt.Sprintf("is apiVersion %q kind %q: want apiVersion %s kind TrainJob",
-			head.APIVersion, head.Kind, trainer.GroupVersion))}
+	if head.APIVersion != apiVersion || head.Kind != kind {
+		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("is apiVersion %q kind %q: want apiVersion %s kind %s",
+			head.APIVersion, head.Kind, apiVersion, kind))}
 	}
 	data, err := yaml.YAMLToJSON([]byte(manifest))
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(path, "", "not YAML or JSON: "+err.Error())}
+		return field.ErrorList{field.Invalid(path, "", "not YAML or JSON: "+err.Error())}
 	}
-	tj := &trainer.TrainJob{}
 	// Strict, with the path of every unknown or duplicate field, as kubectl reports them.
-	strict, err := sigsjson.UnmarshalStrict(data, tj)
+	strict, err := sigsjson.UnmarshalStrict(data, obj)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(path, "", "not a valid TrainJob: "+err.Error())}
+		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("not a valid %s: %v", kind, err))}
 	}
-	if len(strict) > 0 {
-		var errs field.ErrorList
-		for _, e := range strict {
-			errs = append(errs, field.Invalid(path, "", e.Error()+": remove or correct it"))
-		}
-		return nil, errs
+	var errs field.ErrorList
+	for _, e := range strict {
+		errs = append(errs, field.Invalid(path, "", e.Error()+": remove or correct it"))
 	}
-	tj.Status = trainer.TrainJobStatus{}
-	tj.ResourceVersion, tj.UID = "", ""
-	tj.CreationTimestamp.Reset()
-	tj.ManagedFields = nil
-	return tj, nil
+	return errs
+}
+
+// clearServerFields drops what only the server sets.
+func clearServerFields(m *metav1.ObjectMeta) {
+	m.ResourceVersion, m.UID = "", ""
+	m.CreationTimestamp.Reset()
+	m.ManagedFields = nil
 }
 
 // countDocuments counts the YAML documents of s that hold something besides comments.

@@ -140,15 +140,22 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 			Active: ptr.Deref(js.Active, 0), Suspended: ptr.Deref(js.Suspended, 0),
 		})
 	}
-	conds := slices.Clone(tj.Status.Conditions)
+	st.Conditions = conditions(tj.Status.Conditions)
+	return st
+}
+
+// conditions are the API's view of Kubernetes conditions, ordered by type.
+func conditions(in []metav1.Condition) []*kilnv1.Condition {
+	conds := slices.Clone(in)
 	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
+	var out []*kilnv1.Condition
 	for _, c := range conds {
-		st.Conditions = append(st.Conditions, &kilnv1.Condition{
+		out = append(out, &kilnv1.Condition{
 			Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			LastTransitionTime: timestamp(&c.LastTransitionTime), ObservedGeneration: c.ObservedGeneration,
 		})
 	}
-	return st
+	return out
 }
 
 func timestamp(t *metav1.Time) *timestamppb.Timestamp {

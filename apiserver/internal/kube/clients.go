@@ -3,10 +3,11 @@ package kube
 // The shared caches, read with the server's own identity: TrainJobs and runtimes, the pods
 // of JobSets (a job's steps) and the runtime snapshots the operator pins jobs to
 // (ConfigMaps labelled kiln.dev/runtime-snapshot; RBAC cannot select by label), Kueue's
-// workloads and queues.
+// workloads and queues, and CronTrainJobs.
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs;trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;configmaps,verbs=list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads;localqueues;clusterqueues,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kiln.dev,resources=crontrainjobs,verbs=get;list;watch
 
 import (
 	"context"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -48,6 +50,8 @@ type Clients struct {
 	Authorizer *Authorizer
 	// Kueue is true when Kueue's API is installed.
 	Kueue bool
+	// Crons is true when the CronTrainJob CRD is installed.
+	Crons bool
 	// KubernetesVersion is the cluster's, e.g. v1.36.3.
 	KubernetesVersion string
 }
@@ -61,7 +65,7 @@ type Options struct {
 // Scheme knows every typed kind the server reads.
 func Scheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, jobsetv1alpha2.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme, kiln.AddToScheme, jobsetv1alpha2.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -107,6 +111,10 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	crons, err := servesKind(mapper, kiln.GroupVersion.WithKind(kiln.CronTrainJobKind))
+	if err != nil {
+		return nil, err
+	}
 	podSelector, err := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -132,13 +140,18 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 		Cache:             c,
 		Authorizer:        &Authorizer{Client: self.AuthorizationV1().SubjectAccessReviews(), Clock: clock.RealClock{}, TTL: o.AuthzCacheTTL, MaxEntries: 100_000},
 		Kueue:             kueue,
+		Crons:             crons,
 		KubernetesVersion: version.GitVersion,
 	}, nil
 }
 
-// cachedKinds are the kinds the cache holds; Kueue's only where Kueue is installed.
+// cachedKinds are the kinds the cache holds; Kueue's and CronTrainJobs only where they
+// are installed.
 func (c *Clients) cachedKinds() []client.Object {
 	kinds := []client.Object{&trainer.TrainJob{}, &trainer.ClusterTrainingRuntime{}, &trainer.TrainingRuntime{}, &corev1.Pod{}, &corev1.ConfigMap{}}
+	if c.Crons {
+		kinds = append(kinds, &kiln.CronTrainJob{})
+	}
 	if c.Kueue {
 		for _, gvk := range []schema.GroupVersionKind{WorkloadGVK, LocalQueueGVK, ClusterQueueGVK} {
 			u := &unstructured.Unstructured{}

@@ -62,10 +62,11 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 	mux.Handle(kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...))
 	mux.Handle(kilnv1connect.NewQueueServiceHandler(service.NewQueues(k, jobs), opts...))
 	mux.Handle(kilnv1connect.NewServerServiceHandler(service.NewServerInfo(k), opts...))
+	mux.Handle(kilnv1connect.NewCronTrainJobServiceHandler(service.NewCronTrainJobs(k, jobs), opts...))
 
 	names := []string{
 		kilnv1connect.TrainJobServiceName, kilnv1connect.RuntimeServiceName,
-		kilnv1connect.QueueServiceName, kilnv1connect.ServerServiceName,
+		kilnv1connect.QueueServiceName, kilnv1connect.ServerServiceName, kilnv1connect.CronTrainJobServiceName,
 	}
 	// Health and reflection need no token: load balancers and grpcurl call them.
 	mux.Handle(grpchealth.NewHandler(healthChecker{s: s, services: names}))

@@ -3,15 +3,14 @@ package service
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
-	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 )
 
@@ -55,53 +54,60 @@ func newIdempotency(m *kilnv1.CreateTrainJobRequest) (*idempotency, error) {
 	// The digest covers what the request asks for, not how it was sent.
 	c := proto.CloneOf(m)
 	c.RequestId, c.DryRun = "", false
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	return idempotencyOf(m.GetRequestId(), c)
+}
+
+// idempotencyOf is the record of request id, whose request asks for what.
+func idempotencyOf(id string, what proto.Message) (*idempotency, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(what)
 	if err != nil {
 		return nil, fmt.Errorf("hashing the request: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	return &idempotency{id: m.GetRequestId(), hash: hex.EncodeToString(sum[:16])}, nil
+	return &idempotency{id: id, hash: hex.EncodeToString(sum[:16])}, nil
 }
 
-// stamp records the request on tj. A generated name is derived from the request_id, so
-// that every retry names the same job and Kubernetes itself refuses the duplicates.
-func (i *idempotency) stamp(tj *trainer.TrainJob) {
+// stamp records the request on obj. A generated name is derived from the request_id, so
+// that every retry names the same object and Kubernetes itself refuses the duplicates.
+func (i *idempotency) stamp(obj metav1.Object) {
 	if i == nil {
 		return
 	}
-	if tj.Annotations == nil {
-		tj.Annotations = map[string]string{}
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
 	}
-	tj.Annotations[AnnotationRequestID] = i.id
-	tj.Annotations[AnnotationRequestHash] = i.hash
-	if tj.Name == "" && tj.GenerateName != "" {
-		i.prefix = tj.GenerateName
-		tj.Name = derivedName(tj.GenerateName, i.id, 0)
-		tj.GenerateName = ""
+	a[AnnotationRequestID] = i.id
+	a[AnnotationRequestHash] = i.hash
+	obj.SetAnnotations(a)
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		i.prefix = obj.GetGenerateName()
+		obj.SetName(derivedName(i.prefix, i.id, 0))
+		obj.SetGenerateName("")
 	}
 }
 
-// rename gives tj the next name of its request's chain, when its name was derived and the
-// one before was taken by another request's job. Every retry of the request walks the same
-// chain, so it still finds the job it created. False when there is no next name.
-func (i *idempotency) rename(tj *trainer.TrainJob, step int) bool {
+// rename gives obj the next name of its request's chain, when its name was derived and
+// the one before was taken by another request's object. Every retry of the request walks
+// the same chain, so it still finds what it created. False when there is no next name.
+func (i *idempotency) rename(obj metav1.Object, step int) bool {
 	if i == nil || i.prefix == "" || step >= maxDerivedNames {
 		return false
 	}
-	tj.Name = derivedName(i.prefix, i.id, step)
+	obj.SetName(derivedName(i.prefix, i.id, step))
 	return true
 }
 
-// replay returns nil when existing was created by this very request, else the error that
-// explains the clash.
-func (i *idempotency) replay(existing *trainer.TrainJob) error {
+// replay returns nil when existing (a kind) was created by this very request, else the
+// error that explains the clash.
+func (i *idempotency) replay(kind string, existing metav1.Object) error {
+	what := fmt.Sprintf("%s %s/%s", kind, existing.GetNamespace(), existing.GetName())
 	switch {
-	case existing.Annotations[AnnotationRequestID] != i.id:
-		return connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("TrainJob %s/%s already exists (not created by request_id %q): pick another name",
-			existing.Namespace, existing.Name, i.id))
-	case existing.Annotations[AnnotationRequestHash] != i.hash:
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("request_id "+fmt.Sprintf("%q", i.id)+
-			" already created TrainJob "+existing.Namespace+"/"+existing.Name+" from a different request: use a new request_id for a new job"))
+	case existing.GetAnnotations()[AnnotationRequestID] != i.id:
+		return connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%s already exists (not created by request_id %q): pick another name", what, i.id))
+	case existing.GetAnnotations()[AnnotationRequestHash] != i.hash:
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+			"request_id %q already created %s from a different request: use a new request_id for a new one", i.id, what))
 	}
 	return nil
 }

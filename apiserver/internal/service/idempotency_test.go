@@ -36,14 +36,14 @@ func TestIdempotency(t *testing.T) {
 	if tj.Name == "" || tj.Name != again.Name || len(tj.Name) != len("mnist-")+5 || tj.GenerateName != "" {
 		t.Errorf("derived names %q and %q: want the same 5-character completion of mnist-", tj.Name, again.Name)
 	}
-	if err := retry.replay(tj); err != nil {
+	if err := retry.replay("TrainJob", tj); err != nil {
 		t.Errorf("replay of a retry = %v", err)
 	}
-	if err := other.replay(tj); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+	if err := other.replay("TrainJob", tj); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("replay of a different request with the same id = %v, want FailedPrecondition", err)
 	}
 	stranger := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: tj.Name}}
-	if err := retry.replay(stranger); connect.CodeOf(err) != connect.CodeAlreadyExists {
+	if err := retry.replay("TrainJob", stranger); connect.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Errorf("replay onto a job created otherwise = %v, want AlreadyExists", err)
 	}
 }

@@ -54,7 +54,7 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if errs := s.missingRuntime(ctx, m, tj); len(errs) > 0 {
+	if errs := missingRuntime(ctx, s.kube, tj.Namespace, tj.Spec.RuntimeRef, runtimePath(m)); len(errs) > 0 {
 		return nil, invalid(errs)
 	}
 	what := fmt.Sprintf("creating TrainJob %s/%s", tj.Namespace, cmp.Or(tj.Name, tj.GenerateName+"*"))
@@ -84,7 +84,7 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 		if existing.Annotations[AnnotationRequestID] != idem.id && idem.rename(tj, step) {
 			continue
 		}
-		if err := idem.replay(existing); err != nil {
+		if err := idem.replay(trainer.TrainJobKind, existing); err != nil {
 			return nil, err
 		}
 		tj, replayed = existing, true
@@ -131,17 +131,7 @@ func trainJobFrom(m *kilnv1.CreateTrainJobRequest) (*trainer.TrainJob, field.Err
 
 // manifestTarget settles a manifest's namespace with the request's, and checks its name.
 func manifestTarget(tj *trainer.TrainJob, namespace string) field.ErrorList {
-	var errs field.ErrorList
-	switch {
-	case tj.Namespace == "" && namespace == "":
-		errs = append(errs, field.Required(field.NewPath("namespace"), "the manifest names no namespace: set one"))
-	case tj.Namespace == "":
-		tj.Namespace = namespace
-	case namespace != "" && namespace != tj.Namespace:
-		errs = append(errs, field.Invalid(field.NewPath("namespace"), namespace,
-			fmt.Sprintf("the manifest's metadata.namespace is %q: make them agree, or leave one empty", tj.Namespace)))
-	}
-	errs = append(errs, validateNamespace(field.NewPath("namespace"), tj.Namespace, false)...)
+	errs := settleNamespace(&tj.Namespace, namespace)
 	name := field.NewPath("manifest").Child("metadata", "name")
 	switch {
 	case tj.Name == "" && tj.GenerateName == "":
@@ -152,6 +142,21 @@ func manifestTarget(tj *trainer.TrainJob, namespace string) field.ErrorList {
 		errs = append(errs, convert.ValidateName(field.NewPath("manifest").Child("metadata", "generateName"), tj.GenerateName+"x")...)
 	}
 	return errs
+}
+
+// settleNamespace settles a manifest's namespace (*ns) with the request's.
+func settleNamespace(ns *string, requested string) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case *ns == "" && requested == "":
+		errs = append(errs, field.Required(field.NewPath("namespace"), "the manifest names no namespace: set one"))
+	case *ns == "":
+		*ns = requested
+	case requested != "" && requested != *ns:
+		errs = append(errs, field.Invalid(field.NewPath("namespace"), requested,
+			fmt.Sprintf("the manifest's metadata.namespace is %q: make them agree, or leave one empty", *ns)))
+	}
+	return append(errs, validateNamespace(field.NewPath("namespace"), *ns, false)...)
 }
 
 // GetTrainJob implements kilnv1connect.TrainJobServiceHandler.

@@ -32,6 +32,7 @@ type clients struct {
 	runtimes kilnv1connect.RuntimeServiceClient
 	queues   kilnv1connect.QueueServiceClient
 	server   kilnv1connect.ServerServiceClient
+	crons    kilnv1connect.CronTrainJobServiceClient
 }
 
 // as returns the clients of user (a name in tokens; "" sends no token).
@@ -42,6 +43,7 @@ func (p protocol) as(user string) clients {
 		runtimes: kilnv1connect.NewRuntimeServiceClient(hc, apiURL, p.opts...),
 		queues:   kilnv1connect.NewQueueServiceClient(hc, apiURL, p.opts...),
 		server:   kilnv1connect.NewServerServiceClient(hc, apiURL, p.opts...),
+		crons:    kilnv1connect.NewCronTrainJobServiceClient(hc, apiURL, p.opts...),
 	}
 }
 

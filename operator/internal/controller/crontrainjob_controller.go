@@ -20,7 +20,7 @@ import (
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/operator/internal/schedule"
+	"github.com/kiln-ml/kiln/api/kiln/schedule"
 )
 
 // +kubebuilder:rbac:groups=kiln.dev,resources=crontrainjobs,verbs=get;list;watch

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
-	"github.com/kiln-ml/kiln/operator/internal/schedule"
+	"github.com/kiln-ml/kiln/api/kiln/schedule"
 )
 
 // Served in the validating configuration of the TrainJob validator (kiln-trainjob-validator),
@@ -70,7 +70,7 @@ func (v *CronValidator) validate(ctx context.Context, cj *kiln.CronTrainJob) err
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(kiln.GroupVersion.WithKind("CronTrainJob").GroupKind(), cj.Name, errs)
+	return apierrors.NewInvalid(kiln.GroupVersion.WithKind(kiln.CronTrainJobKind).GroupKind(), cj.Name, errs)
 }
 
 // templateError moves a run's field error to where the user wrote it: the run's name is
