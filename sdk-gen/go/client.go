@@ -13,7 +13,8 @@
 // A job is a trainer.kubeflow.org/v1alpha1 TrainJob: kubectl, the kiln CLI and the
 // Kubeflow SDK see the same object. The generated API (messages and Connect clients) is
 // github.com/kiln-ml/kiln/api/gen/kiln/v1; Client's Jobs, Runtimes, Queues and Server are
-// its service clients, for what the verbs here do not cover.
+// its service clients, for what the verbs here do not cover. Schedules (CronTrainJobs) are
+// created with CreateSchedule and followed with ListScheduleRuns.
 package kiln
 
 import (
@@ -53,6 +54,8 @@ type Client struct {
 	Runtimes kilnv1connect.RuntimeServiceClient
 	Queues   kilnv1connect.QueueServiceClient
 	Server   kilnv1connect.ServerServiceClient
+	// Schedules is the CronTrainJob service (schedules of TrainJobs).
+	Schedules kilnv1connect.CronTrainJobServiceClient
 	// Namespace is where calls act unless told otherwise.
 	Namespace string
 	// ServerURL is the API server's URL.
@@ -81,6 +84,7 @@ func New(opts Options) (*Client, error) {
 		Runtimes:  kilnv1connect.NewRuntimeServiceClient(hc, ctx.Server, copts...),
 		Queues:    kilnv1connect.NewQueueServiceClient(hc, ctx.Server, copts...),
 		Server:    kilnv1connect.NewServerServiceClient(hc, ctx.Server, copts...),
+		Schedules: kilnv1connect.NewCronTrainJobServiceClient(hc, ctx.Server, copts...),
 		Namespace: ns,
 		ServerURL: ctx.Server,
 	}, nil

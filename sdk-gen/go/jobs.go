@@ -166,15 +166,42 @@ func jobOf(j *kilnv1.TrainJob) *TrainJob {
 // Train submits a job and returns its name. It retries while the server is unavailable,
 // with the same request id, so a lost answer never creates a second job.
 func (c *Client) Train(ctx context.Context, o TrainOptions) (string, error) {
+	spec, err := o.spec("TrainOptions")
+	if err != nil {
+		return "", err
+	}
+	gen := o.GenerateName
+	if o.Name == "" && gen == "" {
+		gen = o.Runtime + "-"
+	}
+	req := &kilnv1.CreateTrainJobRequest{
+		Namespace: c.ns(o.Namespace), RequestId: requestID(o.RequestID),
+		Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: &kilnv1.NewTrainJob{
+			Name: o.Name, GenerateName: gen, Labels: o.Labels, Annotations: o.Annotations, Spec: spec,
+		}},
+	}
+	var res *connect.Response[kilnv1.CreateTrainJobResponse]
+	err = retry(ctx, func() (err error) {
+		res, err = c.Jobs.CreateTrainJob(ctx, connect.NewRequest(req))
+		return err
+	})
+	if err != nil {
+		return "", wrap(err)
+	}
+	return res.Msg.GetTrainJob().GetName(), nil
+}
+
+// spec is the job's spec; what names the options in errors.
+func (o *TrainOptions) spec(what string) (*kilnv1.TrainJobSpec, error) {
 	if o.Runtime == "" {
-		return "", errors.New("TrainOptions.Runtime: name the runtime to train on, e.g. torch-distributed (see ListRuntimes)")
+		return nil, errors.New(what + ".Runtime: name the runtime to train on, e.g. torch-distributed (see ListRuntimes)")
 	}
 	t := o.Trainer
 	if t == nil {
 		t = &CustomTrainerContainer{}
 	}
 	if t.NumNodes < 0 || t.NumProcsPerNode < 0 {
-		return "", fmt.Errorf("CustomTrainerContainer: NumNodes %d, NumProcsPerNode %d: want at least 1 (0 takes the runtime's)", t.NumNodes, t.NumProcsPerNode)
+		return nil, fmt.Errorf("CustomTrainerContainer: NumNodes %d, NumProcsPerNode %d: want at least 1 (0 takes the runtime's)", t.NumNodes, t.NumProcsPerNode)
 	}
 	spec := &kilnv1.TrainJobSpec{
 		Runtime: o.Runtime, Image: t.Image, Command: t.Command, Args: t.Args, Nodes: t.NumNodes, ProcsPerNode: t.NumProcsPerNode,
@@ -193,31 +220,17 @@ func (c *Client) Train(ctx context.Context, o TrainOptions) (string, error) {
 	if o.Initializer != nil {
 		spec.DatasetUri, spec.ModelUri = o.Initializer.Dataset, o.Initializer.Model
 	}
-	gen := o.GenerateName
-	if o.Name == "" && gen == "" {
-		gen = o.Runtime + "-"
+	return spec, nil
+}
+
+// requestID is id, or a random one.
+func requestID(id string) string {
+	if id != "" {
+		return id
 	}
-	id := o.RequestID
-	if id == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		id = hex.EncodeToString(b)
-	}
-	req := &kilnv1.CreateTrainJobRequest{
-		Namespace: c.ns(o.Namespace), RequestId: id,
-		Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: &kilnv1.NewTrainJob{
-			Name: o.Name, GenerateName: gen, Labels: o.Labels, Annotations: o.Annotations, Spec: spec,
-		}},
-	}
-	var res *connect.Response[kilnv1.CreateTrainJobResponse]
-	err := retry(ctx, func() (err error) {
-		res, err = c.Jobs.CreateTrainJob(ctx, connect.NewRequest(req))
-		return err
-	})
-	if err != nil {
-		return "", wrap(err)
-	}
-	return res.Msg.GetTrainJob().GetName(), nil
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // retry calls f again while the server is unavailable (a restart, a dropped connection),

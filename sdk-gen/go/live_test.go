@@ -216,3 +216,49 @@ func TestLiveRetriedTrainCreatesOneJob(t *testing.T) {
 		t.Fatalf("ListJobs: %v, %v", jobs, err)
 	}
 }
+
+func TestLiveSchedule(t *testing.T) {
+	c, ctx := live(t)
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := "sdk-go-weekly-" + hex.EncodeToString(b)[:5]
+	t.Cleanup(func() { _ = c.DeleteSchedule(context.Background(), "", name, false) })
+	s, err := c.CreateSchedule(ctx, ScheduleOptions{
+		Name: name, Schedule: "0 2 * * 0", TimeZone: "Europe/Berlin", ConcurrencyPolicy: Forbid,
+		SuccessfulJobsHistoryLimit: ptr(int32(2)), FailedJobsHistoryLimit: ptr(int32(1)),
+		Run: TrainOptions{Runtime: "torch-distributed", Trainer: &CustomTrainerContainer{Command: []string{"torchrun", "train.py"}, NumNodes: 1},
+			Queue: queue(), ActiveDeadlineSeconds: ptr(int64(12 * 3600))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	if next := s.NextScheduleTime; next == nil || next.In(berlin).Weekday() != time.Sunday || next.In(berlin).Hour() != 2 {
+		t.Fatalf("next run %v: want a Sunday at 02:00 in Berlin", next)
+	}
+	if s, err = c.SuspendSchedule(ctx, "", name); err != nil || !s.Suspend || s.NextScheduleTime != nil {
+		t.Fatalf("SuspendSchedule = %+v, %v", s, err)
+	}
+	if s, err = c.ResumeSchedule(ctx, "", name); err != nil || s.Suspend || s.NextScheduleTime == nil {
+		t.Fatalf("ResumeSchedule = %+v, %v", s, err)
+	}
+	run, err := c.TriggerSchedule(ctx, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool {
+		runs, err := c.ListScheduleRuns(ctx, "", name)
+		return err == nil && len(runs) == 1 && runs[0].Name == run
+	})
+	if err := c.DeleteSchedule(ctx, "", name, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool {
+		_, err := c.GetSchedule(ctx, "", name)
+		return errors.Is(err, ErrNotFound)
+	})
+	eventually(t, func() bool {
+		_, err := c.GetJob(ctx, "", run)
+		return errors.Is(err, ErrNotFound)
+	})
+}
