@@ -36,6 +36,8 @@ type Clients struct {
 	Runtimes kilnv1connect.RuntimeServiceClient
 	Queues   kilnv1connect.QueueServiceClient
 	Server   kilnv1connect.ServerServiceClient
+	// Schedules are CronTrainJobs.
+	Schedules kilnv1connect.CronTrainJobServiceClient
 	// Namespace is where commands act unless told otherwise.
 	Namespace string
 	// ServerURL is the API server's URL, for messages.
@@ -108,6 +110,7 @@ func NewClients(hc *http.Client, url, namespace string) *Clients {
 		Runtimes:  kilnv1connect.NewRuntimeServiceClient(hc, url, opts...),
 		Queues:    kilnv1connect.NewQueueServiceClient(hc, url, opts...),
 		Server:    kilnv1connect.NewServerServiceClient(hc, url, opts...),
+		Schedules: kilnv1connect.NewCronTrainJobServiceClient(hc, url, opts...),
 		Namespace: namespace,
 		ServerURL: url,
 	}

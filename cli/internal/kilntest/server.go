@@ -34,6 +34,7 @@ type Server struct {
 	kilnv1connect.UnimplementedRuntimeServiceHandler
 	kilnv1connect.UnimplementedQueueServiceHandler
 	kilnv1connect.UnimplementedServerServiceHandler
+	kilnv1connect.UnimplementedCronTrainJobServiceHandler
 
 	mu       sync.Mutex
 	jobs     map[string]*kilnv1.TrainJob
@@ -49,18 +50,24 @@ type Server struct {
 	Queues   []*kilnv1.Queue
 	// Created records the create requests.
 	Created []*kilnv1.CreateTrainJobRequest
-	URL     string
+	// Schedules are the CronTrainJobs, by namespace/name; CreatedSchedules and Triggered
+	// record those requests.
+	Schedules        map[string]*kilnv1.CronTrainJob
+	CreatedSchedules []*kilnv1.CreateCronTrainJobRequest
+	Triggered        []*kilnv1.TriggerCronTrainJobRequest
+	URL              string
 }
 
 // Start serves a new Server for the test's lifetime.
 func Start(t *testing.T) *Server {
 	t.Helper()
-	s := &Server{jobs: map[string]*kilnv1.TrainJob{}, Logs: map[string][]string{}, watchStarted: make(chan struct{})}
+	s := &Server{jobs: map[string]*kilnv1.TrainJob{}, Logs: map[string][]string{}, watchStarted: make(chan struct{}), Schedules: map[string]*kilnv1.CronTrainJob{}}
 	mux := http.NewServeMux()
 	mux.Handle(kilnv1connect.NewTrainJobServiceHandler(s))
 	mux.Handle(kilnv1connect.NewRuntimeServiceHandler(s))
 	mux.Handle(kilnv1connect.NewQueueServiceHandler(s))
 	mux.Handle(kilnv1connect.NewServerServiceHandler(s))
+	mux.Handle(kilnv1connect.NewCronTrainJobServiceHandler(s))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL

@@ -10,14 +10,14 @@ import (
 
 // JobTable prints jobs as `kiln list` and `kiln get` do: NAME, RUNTIME, QUEUE, STATE,
 // NODES, AGE, after NAMESPACE when several namespaces show, and with REASON, STARTED,
-// DEADLINE and TTL when wide.
+// DEADLINE, TTL and SCHEDULE (of a schedule's run) when wide.
 func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, namespaces, wide bool) *Table {
 	header := []string{"NAME", "RUNTIME", "QUEUE", "STATE", "NODES", "AGE"}
 	if namespaces {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
 	if wide {
-		header = append(header, "REASON", "STARTED", "DEADLINE", "TTL")
+		header = append(header, "REASON", "STARTED", "DEADLINE", "TTL", "SCHEDULE")
 	}
 	t := NewTable(io, header...)
 	for _, j := range js {
@@ -40,7 +40,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 			if st.GetTtlDeleteTime() != nil {
 				ttl = Until(now, st.GetTtlDeleteTime().AsTime())
 			}
-			cells = append(cells, Dash(st.GetReason()), started, deadline, ttl)
+			cells = append(cells, Dash(st.GetReason()), started, deadline, ttl, Dash(j.GetLabels()[LabelSchedule]))
 		}
 		t.ColoredRow(cells, colors)
 	}

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/kiln-ml/kiln/api/kiln/schedule"
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/api/kiln/schedule"
 )
 
 // +kubebuilder:rbac:groups=kiln.dev,resources=crontrainjobs,verbs=get;list;watch

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/kiln/schedule"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 )
 
 // Served in the validating configuration of the TrainJob validator (kiln-trainjob-validator),

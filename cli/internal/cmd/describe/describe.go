@@ -105,6 +105,16 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		}
 		field("Labels", strings.Join(ls, ", "))
 	}
+	if cron := j.GetLabels()[printer.LabelSchedule]; cron != "" {
+		run := "a run of schedule " + cron
+		if at := j.GetAnnotations()[printer.AnnotationScheduledTime]; at != "" {
+			run += ", scheduled for " + at
+		}
+		if by := j.GetAnnotations()[printer.AnnotationTriggeredBy]; by != "" {
+			run += ", triggered by " + by
+		}
+		field("Schedule", run)
+	}
 	b.WriteString("\n")
 
 	state := printer.StateColor(io, st.GetState())(printer.StateName(st.GetState()))

@@ -54,6 +54,15 @@ type Options struct {
 	Output              string
 	RequestID           string
 	fieldFlagsFromFlags []string
+
+	// Schedule, when set, creates a CronTrainJob named Name whose runs are this job.
+	Schedule          string
+	TimeZone          string
+	ConcurrencyPolicy string
+	StartingDeadline  string
+	KeepSuccessful    int32
+	KeepFailed        int32
+	scheduleFlags     []string
 }
 
 // NewCmdSubmit returns the command; runF replaces its run in tests.
@@ -69,13 +78,20 @@ With -f, --name, --generate-name, --queue, --priority-class, --deadline, --ttl, 
 change the manifest; the other job flags cannot be combined with it.
 
 Durations (--deadline, --ttl) are like 90s, 45m, 8h or 2d. Retries of a submit are safe: the request
-carries an id (--request-id, random by default), so a retried request never creates a second job.`,
+carries an id (--request-id, random by default), so a retried request never creates a second job.
+
+With --schedule (a cron expression) it creates a schedule instead, a CronTrainJob named --name whose
+runs are this job, as ` + "`kiln schedule create`" + ` does.`,
 		Example: `  # Two nodes of 8 GPUs each, queued in Kueue, at most 8 hours, deleted a day after it finished
   kiln submit --runtime torch-distributed --image ghcr.io/me/train:v3 --nodes 2 --gpus-per-node 8 \
       --queue default --deadline 8h --ttl 24h -- torchrun train.py --epochs 3
 
   # A manifest, and follow its logs until it finishes
   kiln submit -f trainjob.yaml --follow
+
+  # Retrain every Sunday at 02:00 Berlin time, never two runs at once, each run at most 12 hours
+  kiln submit --schedule "0 2 * * 0" --time-zone Europe/Berlin --concurrency-policy Forbid \
+      --name weekly-retrain --runtime torch-distributed --queue default --deadline 12h -- torchrun train.py
 
   # See the TrainJob Kubernetes would store, without creating it
   kiln submit --runtime torch-distributed --name try --dry-run -- python train.py`,
@@ -93,17 +109,40 @@ carries an id (--request-id, random by default), so a retried request never crea
 					return factory.Usagef("--%s %d: at least 1 (leave --%s out for the runtime's)", name, v, name)
 				}
 			}
-			for _, name := range []string{"runtime", "namespaced-runtime", "image", "nodes", "procs-per-node", "gpus-per-node", "cpu", "memory", "env", "dataset", "model"} {
-				if cmd.Flags().Changed(name) {
-					o.fieldFlagsFromFlags = append(o.fieldFlagsFromFlags, "--"+name)
-				}
-			}
+			o.changed(cmd)
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
 			return run(cmd.Context(), o)
 		},
 	}
+	o.addFlags(cmd)
+	o.addScheduleFlags(cmd, false)
+	return cmd
+}
+
+// changed records which flags were set.
+func (o *Options) changed(cmd *cobra.Command) {
+	for _, name := range []string{"runtime", "namespaced-runtime", "image", "nodes", "procs-per-node", "gpus-per-node", "cpu", "memory", "env", "dataset", "model"} {
+		if cmd.Flags().Changed(name) {
+			o.fieldFlagsFromFlags = append(o.fieldFlagsFromFlags, "--"+name)
+		}
+	}
+	for _, name := range []string{"time-zone", "concurrency-policy", "starting-deadline", "keep-successful", "keep-failed"} {
+		if cmd.Flags().Changed(name) {
+			o.scheduleFlags = append(o.scheduleFlags, "--"+name)
+		}
+	}
+	if !cmd.Flags().Changed("keep-successful") {
+		o.KeepSuccessful = -1
+	}
+	if !cmd.Flags().Changed("keep-failed") {
+		o.KeepFailed = -1
+	}
+}
+
+// addFlags adds the flags that describe the job.
+func (o *Options) addFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&o.File, "filename", "f", "", "TrainJob manifest (YAML or JSON; - reads standard input)")
 	fl.StringVar(&o.Name, "name", "", "name of the job")
@@ -132,10 +171,12 @@ carries an id (--request-id, random by default), so a retried request never crea
 	fl.DurationVar(&o.Timeout, "timeout", 0, "with --wait or --follow, give up after this long (exit 4); 0 waits forever")
 	fl.StringVarP(&o.Output, "output", "o", "", "print the created job: json, yaml or name")
 	fl.StringVar(&o.RequestID, "request-id", "", "id that makes retries of this submit safe (default: random)")
-	return cmd
 }
 
 func run(ctx context.Context, o *Options) error {
+	if o.Schedule != "" || len(o.scheduleFlags) > 0 {
+		return runSchedule(ctx, o)
+	}
 	req, err := o.request()
 	if err != nil {
 		return err
@@ -224,9 +265,7 @@ func Outcome(out, errOut io.Writer, j *kilnv1.TrainJob, err error, timeout time.
 func (o *Options) request() (*kilnv1.CreateTrainJobRequest, error) {
 	id := o.RequestID
 	if id == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		id = hex.EncodeToString(b)
+		id = RequestID()
 	}
 	req := &kilnv1.CreateTrainJobRequest{Namespace: o.Factory.Namespace, DryRun: o.DryRun, RequestId: id}
 	if o.Name != "" && o.GenerateName != "" {
@@ -297,6 +336,13 @@ func (o *Options) request() (*kilnv1.CreateTrainJobRequest, error) {
 	}
 	req.Source = &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}
 	return req, nil
+}
+
+// RequestID is a random request id, which makes the retries of one request safe.
+func RequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func commandFlag(cmd []string) []string {

@@ -260,3 +260,64 @@ func TestParseDurationOutOfRange(t *testing.T) {
 
 func i64(v int64) *int64 { return &v }
 func i32(v int32) *int32 { return &v }
+
+// parseSchedule runs the command's flag parsing and returns the schedule request it would send.
+func parseSchedule(t *testing.T, args ...string) (*kilnv1.CreateCronTrainJobRequest, error) {
+	t.Helper()
+	io, _, _, _ := iostreams.Test()
+	var req *kilnv1.CreateCronTrainJobRequest
+	cmd := NewCmdSubmit(&factory.Factory{IO: io}, func(_ context.Context, o *Options) error {
+		o.RequestID = "fixed"
+		var err error
+		req, err = o.scheduleRequest()
+		return err
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Out)
+	cmd.SetErr(io.ErrOut)
+	return req, cmd.Execute()
+}
+
+func TestSubmitSchedule(t *testing.T) {
+	got, err := parseSchedule(t, "--schedule", "0 2 * * 0", "--name", "weekly", "--runtime", "torch-distributed", "--deadline", "12h", "--", "python", "train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := got.GetCronTrainJob()
+	if cj.GetName() != "weekly" || cj.GetSpec().GetSchedule() != "0 2 * * 0" || cj.GetSpec().GetTrainJob().GetSpec().GetActiveDeadlineSeconds() != 12*3600 ||
+		cj.GetSpec().SuccessfulJobsHistoryLimit != nil || got.GetRequestId() != "fixed" {
+		t.Errorf("request %v", got)
+	}
+
+	// A TrainJob manifest becomes the template of the runs; its labels go to both.
+	manifest := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: nightly\n  labels: {team: nlp}\n"+
+		"  annotations: {note: x}\nspec:\n  runtimeRef: {name: torch-distributed}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err = parseSchedule(t, "-f", manifest, "--schedule", "@daily", "--concurrency-policy", "Replace", "--keep-failed", "0", "--queue", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.GetManifest()
+	for _, want := range []string{"kind: CronTrainJob", "apiVersion: kiln.dev/v1alpha1", "name: nightly", "schedule: '@daily'", "concurrencyPolicy: Replace",
+		"failedJobsHistoryLimit: 0", "trainJobTemplate:", "note: x", "kueue.x-k8s.io/queue-name: q", "runtimeRef:"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("manifest lacks %q:\n%s", want, m)
+		}
+	}
+	if strings.Contains(m, "kind: TrainJob") {
+		t.Errorf("manifest still a TrainJob:\n%s", m)
+	}
+
+	for _, args := range [][]string{
+		{"--time-zone", "UTC", "--runtime", "r"},
+		{"--schedule", "@daily", "--runtime", "r"},
+		{"--schedule", "@daily", "--generate-name", "x-", "--runtime", "r"},
+		{"--schedule", "@daily", "--name", "x", "--follow", "--runtime", "r"},
+	} {
+		if _, err := parseSchedule(t, args...); err == nil {
+			t.Errorf("%v: want a usage error", args)
+		}
+	}
+}
