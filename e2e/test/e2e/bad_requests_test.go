@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
@@ -226,11 +227,16 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 		}
 		Expect(failures).To(BeEmpty())
 
-		// Nothing half-created: no TrainJob, no Kueue workload of one, the queue's usage as before.
+		// Nothing half-created: no TrainJob or CronTrainJob, no Kueue workload of one, the queue's usage as before.
 		jobs := &trainer.TrainJobList{}
 		Expect(k8s.List(ctx, jobs, client.InNamespace("default"))).To(Succeed())
 		for _, j := range jobs.Items {
 			Expect(j.Name).NotTo(HavePrefix("bad-"), "a refused request left TrainJob %s", j.Name)
+		}
+		crons := &kiln.CronTrainJobList{}
+		Expect(k8s.List(ctx, crons, client.InNamespace("default"))).To(Succeed())
+		for _, c := range crons.Items {
+			Expect(c.Name).NotTo(HavePrefix("bad-"), "a refused request left CronTrainJob %s", c.Name)
 		}
 		workloads := &unstructured.UnstructuredList{}
 		workloads.SetGroupVersionKind(platform.WorkloadGVK.GroupVersion().WithKind("WorkloadList"))

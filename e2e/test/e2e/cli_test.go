@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -100,6 +101,65 @@ var _ = Describe("kiln CLI", func() {
 		Expect(errOut).To(Equal("trainjob default/cli-slow Failed (DeadlineExceeded): TrainJob exceeded its active deadline\n"))
 		out, _, _ = kilnCLI("", "get", "cli-slow", "-o", "wide")
 		Expect(out).To(MatchRegexp(`(?m)^cli-slow\t.*\tFailed\t.*\tDeadlineExceeded\t`))
+	})
+
+	It("creates a weekly schedule, triggers a run, suspends, resumes and deletes it with its runs", func() {
+		DeferCleanup(func() { _, _, _ = kilnCLI("", "schedule", "delete", "cli-weekly") })
+		out, errOut, code := kilnCLI("", "schedule", "create", "cli-weekly", "--schedule", "0 2 * * 0", "--time-zone", "Europe/Berlin",
+			"--concurrency-policy", "Forbid", "--keep-successful", "2", "--keep-failed", "1", "--runtime", "torch-distributed",
+			"--queue", "default", "--deadline", "12h", "--", "torchrun", "retrain.py")
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(Equal("crontrainjob default/cli-weekly created\n"))
+
+		out, _, code = kilnCLI("", "schedule", "list")
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`(?m)^cli-weekly\t0 2 \* \* 0\tEurope/Berlin\tfalse\t0\t-\tin \d+[dhm]\S*\t\d+s$`))
+		out, _, code = kilnCLI("", "schedule", "describe", "cli-weekly")
+		Expect(code).To(Equal(0))
+		Expect(out).To(ContainSubstring("Concurrency policy: Forbid"))
+		Expect(out).To(ContainSubstring("History:            keeps 2 completed, 1 failed runs"))
+		Expect(out).To(ContainSubstring("  Deadline:         12h of running"))
+		Expect(out).To(MatchRegexp(`Next run:\s+Sun \d{4}-\d\d-\d\d 02:00 CES?T`))
+
+		run, errOut, code := kilnCLI("", "schedule", "trigger", "cli-weekly", "-o", "name")
+		Expect(code).To(Equal(0), errOut)
+		run = strings.TrimSpace(run)
+		Expect(run).To(HavePrefix("cli-weekly-m"))
+		out, _, code = kilnCLI("", "describe", run)
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`Schedule:\s+a run of schedule cli-weekly, scheduled for \S+, triggered by system:serviceaccount:default:kiln-demo`))
+		Expect(out).To(ContainSubstring("KILN_SCHEDULED_TIME="))
+		Eventually(func() string {
+			out, _, _ := kilnCLI("", "list", "-o", "wide")
+			return out
+		}).Should(MatchRegexp(`(?m)^` + run + `\t.*\tcli-weekly$`))
+		out, _, code = kilnCLI("", "schedule", "runs", "cli-weekly")
+		Expect(code).To(Equal(0))
+		Expect(out).To(HavePrefix(run + "\ttorch-distributed\tdefault\t"))
+
+		out, _, code = kilnCLI("", "schedule", "suspend", "cli-weekly")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("crontrainjob default/cli-weekly suspended\n"))
+		out, _, _ = kilnCLI("", "schedule", "get", "cli-weekly")
+		Expect(out).To(MatchRegexp(`^cli-weekly\t0 2 \* \* 0\tEurope/Berlin\ttrue\t`))
+		out, _, code = kilnCLI("", "schedule", "resume", "cli-weekly")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("crontrainjob default/cli-weekly resumed\n"))
+
+		By("refusing a schedule that cannot parse, naming the field, creating nothing")
+		_, errOut, code = kilnCLI("", "submit", "--schedule", "0 25 * * *", "--name", "cli-bad", "--runtime", "torch-distributed", "--", "python", "x.py")
+		Expect(code).To(Equal(1))
+		Expect(errOut).To(ContainSubstring("cron_train_job.spec.schedule"))
+		_, _, code = kilnCLI("", "schedule", "get", "cli-bad")
+		Expect(code).To(Equal(1))
+
+		out, _, code = kilnCLI("", "schedule", "delete", "cli-weekly")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("crontrainjob default/cli-weekly and its runs deleted\n"))
+		Eventually(func() int {
+			_, _, code := kilnCLI("", "get", run)
+			return code
+		}).WithTimeout(30*time.Second).Should(Equal(1), "the run goes with its schedule")
 	})
 
 	It("is also the kubectl plugin `kubectl kiln`", func() {

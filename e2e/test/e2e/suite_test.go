@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -44,6 +45,7 @@ var _ = BeforeSuite(func() {
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(trainer.AddToScheme(scheme)).To(Succeed())
+	Expect(kiln.AddToScheme(scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
