@@ -89,19 +89,13 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 	if m.GetDryRun() {
 		opts = append(opts, client.DryRunAll)
 	}
-	replayed := false
-	if err := s.kube.AsCaller.Create(ctx, cj, opts...); err != nil {
-		if !apierrors.IsAlreadyExists(err) || idem == nil || m.GetDryRun() {
-			return nil, toConnect(what, err)
-		}
-		existing := &kiln.CronTrainJob{}
-		if gerr := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(cj), existing); gerr != nil {
-			return nil, toConnect(what, err)
-		}
-		if err := idem.replay(kiln.CronTrainJobKind, existing); err != nil {
-			return nil, err
-		}
-		cj, replayed = existing, true
+	replayIdem := idem
+	if m.GetDryRun() {
+		replayIdem = nil
+	}
+	cj, replayed, err := createOnce(ctx, s.kube.AsCaller, cj, func() *kiln.CronTrainJob { return &kiln.CronTrainJob{} }, replayIdem, kiln.CronTrainJobKind, what, opts...)
+	if err != nil {
+		return nil, err
 	}
 	manifest, err := cronManifestOf(cj)
 	if err != nil {
@@ -191,14 +185,7 @@ func (s *CronTrainJobs) get(ctx context.Context, namespace, name string) (*kiln.
 
 func (s *CronTrainJobs) authorize(ctx context.Context, attrs kube.Attributes) error {
 	attrs.Group, attrs.Resource = kiln.GroupVersion.Group, "crontrainjobs"
-	ok, reason, err := s.kube.Authorizer.Allowed(ctx, attrs)
-	if err != nil {
-		return toConnect("authorizing "+attrs.String(), err)
-	}
-	if !ok {
-		return denied(caller(ctx), attrs.String(), reason)
-	}
-	return nil
+	return authorize(ctx, s.kube, attrs)
 }
 
 // ListCronTrainJobs implements kilnv1connect.CronTrainJobServiceHandler.
@@ -302,27 +289,9 @@ func (s *CronTrainJobs) TriggerCronTrainJob(ctx context.Context, req *connect.Re
 	// finalizers, which blocking the owner's deletion would take.
 	run.OwnerReferences[0].BlockOwnerDeletion = nil
 	idem.stamp(run)
-	replayed := false
-	for step := 1; ; step++ {
-		err := s.kube.AsCaller.Create(ctx, run, client.FieldOwner(FieldManager))
-		if err == nil {
-			break
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, toConnect(what, err)
-		}
-		existing := &trainer.TrainJob{}
-		if gerr := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(run), existing); gerr != nil {
-			return nil, toConnect(what, err)
-		}
-		if existing.Annotations[AnnotationRequestID] != idem.id && idem.rename(run, step) {
-			continue
-		}
-		if err := idem.replay(trainer.TrainJobKind, existing); err != nil {
-			return nil, err
-		}
-		run, replayed = existing, true
-		break
+	run, replayed, err := createOnce(ctx, s.kube.AsCaller, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, trainer.TrainJobKind, what, client.FieldOwner(FieldManager))
+	if err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&kilnv1.TriggerCronTrainJobResponse{TrainJob: s.jobs.views.view(ctx, run, viewOptions{}), Replayed: replayed}), nil
 }
@@ -356,13 +325,8 @@ func (s *CronTrainJobs) ListCronTrainJobRuns(ctx context.Context, req *connect.R
 	if err != nil {
 		return nil, err
 	}
-	attrs := kube.Attributes{Verb: "list", Group: trainer.GroupVersion.Group, Resource: "trainjobs", Namespace: cj.Namespace}
-	ok, reason, err := s.kube.Authorizer.Allowed(ctx, attrs)
-	if err != nil {
-		return nil, toConnect("authorizing "+attrs.String(), err)
-	}
-	if !ok {
-		return nil, denied(caller(ctx), attrs.String(), reason)
+	if err := authorize(ctx, s.kube, kube.Attributes{Verb: "list", Group: trainer.GroupVersion.Group, Resource: "trainjobs", Namespace: cj.Namespace}); err != nil {
+		return nil, err
 	}
 	list := &trainer.TrainJobList{}
 	if err := s.kube.Cache.List(ctx, list, client.InNamespace(cj.Namespace), client.MatchingLabels{kiln.LabelCronTrainJob: cj.Name}); err != nil {

@@ -1,14 +1,17 @@
 package service
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
@@ -110,6 +113,33 @@ func (i *idempotency) replay(kind string, existing metav1.Object) error {
 			"request_id %q already created %s from a different request: use a new request_id for a new one", i.id, what))
 	}
 	return nil
+}
+
+// createOnce creates obj (a kind) as the caller. With a request's idempotency record it
+// makes the request safe to retry: a name taken by another request's object moves obj to
+// the next name of the request's chain, and an object this request created before is
+// returned (replayed) instead of an error. fresh returns an empty object to read into.
+func createOnce[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, idem *idempotency, kind, what string, opts ...client.CreateOption) (T, bool, error) {
+	for step := 1; ; step++ {
+		err := c.Create(ctx, obj, opts...)
+		if err == nil {
+			return obj, false, nil
+		}
+		if !apierrors.IsAlreadyExists(err) || idem == nil {
+			return obj, false, toConnect(what, err)
+		}
+		existing := fresh()
+		if gerr := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); gerr != nil {
+			return obj, false, toConnect(what, err)
+		}
+		if existing.GetAnnotations()[AnnotationRequestID] != idem.id && idem.rename(obj, step) {
+			continue
+		}
+		if err := idem.replay(kind, existing); err != nil {
+			return obj, false, err
+		}
+		return existing, true, nil
+	}
 }
 
 // nameAlphabet is the one Kubernetes completes generateName with (no vowels, no

@@ -31,7 +31,13 @@ func NewRuntimes(k *kube.Clients) *Runtimes { return &Runtimes{kube: k} }
 
 func (s *Runtimes) authorize(ctx context.Context, attrs kube.Attributes) error {
 	attrs.Group = trainer.GroupVersion.Group
-	ok, reason, err := s.kube.Authorizer.Allowed(ctx, attrs)
+	return authorize(ctx, s.kube, attrs)
+}
+
+// authorize asks Kubernetes whether the caller may do attrs: nil, or the error that says
+// who may not do what, and why.
+func authorize(ctx context.Context, k *kube.Clients, attrs kube.Attributes) error {
+	ok, reason, err := k.Authorizer.Allowed(ctx, attrs)
 	if err != nil {
 		return toConnect("authorizing "+attrs.String(), err)
 	}

@@ -67,28 +67,13 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if m.GetDryRun() {
 		opts = append(opts, client.DryRunAll)
 	}
-	replayed := false
-	for step := 1; ; step++ {
-		err := s.kube.AsCaller.Create(ctx, tj, opts...)
-		if err == nil {
-			break
-		}
-		if !apierrors.IsAlreadyExists(err) || idem == nil || m.GetDryRun() {
-			return nil, toConnect(what, err)
-		}
-		existing := &trainer.TrainJob{}
-		if gerr := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(tj), existing); gerr != nil {
-			return nil, toConnect(what, err)
-		}
-		// A derived name taken by another request's job: the next name of this request's chain.
-		if existing.Annotations[AnnotationRequestID] != idem.id && idem.rename(tj, step) {
-			continue
-		}
-		if err := idem.replay(trainer.TrainJobKind, existing); err != nil {
-			return nil, err
-		}
-		tj, replayed = existing, true
-		break
+	replayIdem := idem
+	if m.GetDryRun() {
+		replayIdem = nil
+	}
+	tj, replayed, err := createOnce(ctx, s.kube.AsCaller, tj, func() *trainer.TrainJob { return &trainer.TrainJob{} }, replayIdem, trainer.TrainJobKind, what, opts...)
+	if err != nil {
+		return nil, err
 	}
 	manifest, err := manifestOf(tj)
 	if err != nil {
