@@ -443,7 +443,7 @@ test-unit: $(SDK_TS_DIST) ## Unit tests (no cluster), the SDKs' included (wire f
 	py39="$$(python3.9 -c 'import sys; print(sys.executable)' 2>/dev/null || ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.9.*/bin/python3.9 2>/dev/null | tail -1)"; \
 	if [ -n "$$py39" ]; then cd sdk-gen/python && "$$py39" -m unittest discover -s tests -t .; \
 	else echo "no Python 3.9 here: the Python SDK was tested with $$(python3 --version) only"; fi
-	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js
+	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js dist/test/schedule.test.js
 
 .PHONY: test-integration
 # One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them

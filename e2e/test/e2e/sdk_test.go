@@ -29,19 +29,19 @@ func runSDKTests(dir string, name string, args ...string) string {
 var _ = Describe("SDKs against the API server", func() {
 	It("Python: submit, wait, logs, events, deadline, TTL, suspend/resume in a queue, denied, invalid, retried", func() {
 		out := runSDKTests("python", "python3", "-m", "unittest", "-v", "tests.test_live")
-		Expect(out).To(MatchRegexp(`Ran 8 tests in .*\n\nOK`))
+		Expect(out).To(MatchRegexp(`Ran 9 tests in .*\n\nOK`))
 		Expect(out).NotTo(ContainSubstring("skipped"))
 	})
 
 	It("TypeScript: the same", func() {
 		out := runSDKTests("typescript", "node", "--test", "dist/test/live.test.js")
-		Expect(out).To(ContainSubstring("# pass 6\n"))
+		Expect(out).To(ContainSubstring("# pass 7\n"))
 		Expect(out).To(ContainSubstring("# skipped 0\n"))
 	})
 
 	It("Go: the same", func() {
 		out := runSDKTests("go", "go", "test", "-count=1", "-v", "-run", "^TestLive", ".")
-		Expect(strings.Count(out, "--- PASS: TestLive")).To(Equal(6), out)
+		Expect(strings.Count(out, "--- PASS: TestLive")).To(Equal(7), out)
 		Expect(out).NotTo(ContainSubstring("--- SKIP"))
 	})
 

@@ -11,6 +11,9 @@
     )
     client.wait_for_job_status(name, status={"Complete"})
 
+    # and every Sunday at 02:00 in Berlin, one run at a time
+    client.create_schedule("weekly", "0 2 * * 0", "torch-distributed", time_zone="Europe/Berlin", concurrency_policy="Forbid")
+
 Standard library only (Python 3.9 or newer). The typed messages and service clients of the
 API are in :mod:`kiln.v1`; every error is a :class:`kiln.KilnError`.
 """
@@ -22,6 +25,7 @@ from kiln.client import (
     Initializer,
     Queue,
     Runtime,
+    Schedule,
     Step,
     TrainerClient,
     TrainJob,
@@ -40,6 +44,7 @@ __all__ = [
     "Initializer",
     "Queue",
     "Runtime",
+    "Schedule",
     "Step",
     "TrainerClient",
     "TrainJob",

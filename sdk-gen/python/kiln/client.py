@@ -1,8 +1,10 @@
 """TrainerClient: submit, follow and control training jobs, shaped like the Kubeflow SDK's.
 
 A job submitted here is a ``trainer.kubeflow.org/v1alpha1`` TrainJob: kubectl, the ``kiln``
-CLI and the Kubeflow SDK see the same object. Every call goes through the Kiln API server,
-which acts as you in Kubernetes, so Kubernetes RBAC decides what you may see and do.
+CLI and the Kubeflow SDK see the same object. A schedule is a ``kiln.dev/v1alpha1``
+CronTrainJob that creates such a TrainJob, a run, at each scheduled time. Every call goes
+through the Kiln API server, which acts as you in Kubernetes, so Kubernetes RBAC decides what
+you may see and do.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "Initializer",
     "TrainJob",
     "Step",
+    "Schedule",
     "Runtime",
     "Queue",
     "Event",
@@ -43,6 +46,20 @@ _STATUS_OF = {
     pb.State.STATE_FAILED: "Failed",
 }
 _STATE_OF = {v: k for k, v in _STATUS_OF.items()}
+
+#: A schedule's concurrency policies, with CronJob's meaning (the API's unset means Allow).
+_POLICIES = ("Allow", "Forbid", "Replace")
+_POLICY_OF = {
+    pb.ConcurrencyPolicy.CONCURRENCY_POLICY_UNSPECIFIED: "Allow",
+    pb.ConcurrencyPolicy.CONCURRENCY_POLICY_ALLOW: "Allow",
+    pb.ConcurrencyPolicy.CONCURRENCY_POLICY_FORBID: "Forbid",
+    pb.ConcurrencyPolicy.CONCURRENCY_POLICY_REPLACE: "Replace",
+}
+_POLICY_NAMED = {
+    "allow": pb.ConcurrencyPolicy.CONCURRENCY_POLICY_ALLOW,
+    "forbid": pb.ConcurrencyPolicy.CONCURRENCY_POLICY_FORBID,
+    "replace": pb.ConcurrencyPolicy.CONCURRENCY_POLICY_REPLACE,
+}
 
 
 @dataclass
@@ -152,6 +169,69 @@ class TrainJob:
                 for s in st.steps
             ],
             raw=j,
+        )
+
+
+@dataclass
+class Schedule:
+    """A schedule (a CronTrainJob) and what it did. ``concurrency_policy`` is ``Allow``,
+    ``Forbid`` or ``Replace``; ``runtime``, ``image``, ``num_nodes``, ``queue`` and
+    ``active_deadline_seconds`` are what the schedule sets for each run (an empty image, 0
+    nodes or no deadline take the runtime's)."""
+
+    name: str
+    namespace: str
+    schedule: str
+    time_zone: str
+    concurrency_policy: str
+    suspend: bool
+    #: a run that could not start this long after its scheduled time is skipped.
+    starting_deadline_seconds: Optional[int] = None
+    #: how many completed and failed runs are kept (None: the server's 3 and 1).
+    successful_jobs_history_limit: Optional[int] = None
+    failed_jobs_history_limit: Optional[int] = None
+    runtime: str = ""
+    image: str = ""
+    num_nodes: int = 0
+    queue: str = ""
+    active_deadline_seconds: Optional[int] = None
+    #: the names of the runs that have not finished.
+    active: List[str] = field(default_factory=list)
+    last_schedule_time: Optional[datetime] = None
+    last_successful_time: Optional[datetime] = None
+    #: the next time a run falls due; None while suspended.
+    next_schedule_time: Optional[datetime] = None
+    creation_timestamp: Optional[datetime] = None
+    labels: Dict[str, str] = field(default_factory=dict)
+    #: the API's message, with every field the server returned.
+    raw: Optional[pb.CronTrainJob] = field(default=None, repr=False)
+
+    @classmethod
+    def from_proto(cls, s: pb.CronTrainJob) -> "Schedule":
+        spec, st = s.spec or pb.CronTrainJobSpec(), s.status or pb.CronTrainJobStatus()
+        run = (spec.train_job or pb.TrainJobTemplate()).spec or pb.TrainJobSpec()
+        return cls(
+            name=s.name,
+            namespace=s.namespace,
+            schedule=spec.schedule,
+            time_zone=spec.time_zone,
+            concurrency_policy=_POLICY_OF.get(spec.concurrency_policy, "Allow"),
+            suspend=spec.suspend,
+            starting_deadline_seconds=spec.starting_deadline_seconds,
+            successful_jobs_history_limit=spec.successful_jobs_history_limit,
+            failed_jobs_history_limit=spec.failed_jobs_history_limit,
+            runtime=run.runtime,
+            image=run.image,
+            num_nodes=run.nodes,
+            queue=run.queue,
+            active_deadline_seconds=run.active_deadline_seconds,
+            active=list(st.active),
+            last_schedule_time=st.last_schedule_time,
+            last_successful_time=st.last_successful_time,
+            next_schedule_time=st.next_schedule_time,
+            creation_timestamp=s.create_time,
+            labels=dict(s.labels),
+            raw=s,
         )
 
 
@@ -268,6 +348,7 @@ class TrainerClient:
         self.runtimes = pb.RuntimeServiceClient(self._transport)
         self.queues = pb.QueueServiceClient(self._transport)
         self.info = pb.ServerServiceClient(self._transport)
+        self.schedules = pb.CronTrainJobServiceClient(self._transport)
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -297,40 +378,18 @@ class TrainerClient:
         request id (random unless given): retried after a lost answer, it returns the job
         the first attempt created instead of creating a second one.
         """
-        if runtime is None:
-            raise ValueError("runtime: name the runtime to train on, e.g. runtime='torch-distributed' (see list_runtimes())")
-        rt_kind = pb.RuntimeKind.RUNTIME_KIND_UNSPECIFIED
-        if isinstance(runtime, Runtime):
-            if not runtime.cluster:
-                rt_kind = pb.RuntimeKind.RUNTIME_KIND_NAMESPACED
-            runtime = runtime.name
-        t = trainer or CustomTrainerContainer()
-        resources = None
-        if t.resources_per_node:
-            resources = pb.Resources(
-                requests={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
-                limits={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
-            )
-        spec = pb.TrainJobSpec(
-            runtime=runtime,
-            runtime_kind=rt_kind,
-            image=t.image or "",
-            command=list(t.command or []),
-            args=list(t.args or []),
-            env=[pb.EnvVar(name=k, value=str(v)) for k, v in (t.env or {}).items()],
-            nodes=_count("trainer.num_nodes", t.num_nodes),
-            procs_per_node=_count("trainer.num_procs_per_node", t.num_procs_per_node),
-            resources_per_node=resources,
-            dataset_uri=(initializer.dataset if initializer else None) or "",
-            model_uri=(initializer.model if initializer else None) or "",
-            queue=queue or "",
-            priority_class=priority_class or "",
-            suspend=suspend,
+        spec = _train_job_spec(
+            runtime,
+            trainer,
+            initializer,
+            queue=queue,
+            priority_class=priority_class,
             active_deadline_seconds=active_deadline_seconds,
             ttl_seconds_after_finished=ttl_seconds_after_finished,
+            suspend=suspend,
         )
         if not name and not generate_name:
-            generate_name = runtime + "-"
+            generate_name = spec.runtime + "-"
         req = pb.CreateTrainJobRequest(
             namespace=namespace or self.namespace,
             train_job=pb.NewTrainJob(
@@ -487,6 +546,124 @@ class TrainerClient:
         """Delete a job and everything it owns."""
         self.jobs.delete_train_job(pb.DeleteTrainJobRequest(namespace=namespace or self.namespace, name=name))
 
+    # -- schedules ------------------------------------------------------------------------
+
+    def create_schedule(
+        self,
+        name: str,
+        schedule: str,
+        runtime: Union[str, Runtime, None],
+        trainer: Optional[CustomTrainerContainer] = None,
+        initializer: Optional[Initializer] = None,
+        *,
+        time_zone: Optional[str] = None,
+        concurrency_policy: str = "Allow",
+        starting_deadline_seconds: Optional[int] = None,
+        successful_jobs_history_limit: Optional[int] = None,
+        failed_jobs_history_limit: Optional[int] = None,
+        suspend: bool = False,
+        queue: Optional[str] = None,
+        priority_class: Optional[str] = None,
+        active_deadline_seconds: Optional[int] = None,
+        ttl_seconds_after_finished: Optional[int] = None,
+        labels: Optional[Dict[str, str]] = None,
+        annotations: Optional[Dict[str, str]] = None,
+        run_labels: Optional[Dict[str, str]] = None,
+        namespace: Optional[str] = None,
+        request_id: Optional[str] = None,
+    ) -> Schedule:
+        """Create a schedule: a CronTrainJob that creates a job, a run, at each time of
+        ``schedule``, a cron expression such as ``"0 2 * * 0"`` (Sundays at 02:00) read in
+        ``time_zone`` (an IANA name; default UTC).
+
+        ``runtime``, ``trainer``, ``initializer``, ``queue``, ``priority_class``,
+        ``active_deadline_seconds`` (the limit of each run) and ``ttl_seconds_after_finished``
+        make each run as :meth:`train` makes a job; ``run_labels`` label each run, ``labels``
+        and ``annotations`` the schedule itself. ``concurrency_policy`` is ``Allow``,
+        ``Forbid`` or ``Replace``; ``suspend`` creates it without runs until
+        :meth:`resume_schedule`. The call carries a request id (random unless given):
+        retried after a lost answer, it returns the schedule the first attempt created.
+        """
+        policy = _policy(concurrency_policy)
+        spec = _train_job_spec(
+            runtime,
+            trainer,
+            initializer,
+            queue=queue,
+            priority_class=priority_class,
+            active_deadline_seconds=active_deadline_seconds,
+            ttl_seconds_after_finished=ttl_seconds_after_finished,
+            suspend=False,
+        )
+        req = pb.CreateCronTrainJobRequest(
+            namespace=namespace or self.namespace,
+            cron_train_job=pb.NewCronTrainJob(
+                name=name,
+                labels=dict(labels or {}),
+                annotations=dict(annotations or {}),
+                spec=pb.CronTrainJobSpec(
+                    schedule=schedule,
+                    time_zone=time_zone or "",
+                    concurrency_policy=policy,
+                    starting_deadline_seconds=starting_deadline_seconds,
+                    suspend=suspend,
+                    successful_jobs_history_limit=successful_jobs_history_limit,
+                    failed_jobs_history_limit=failed_jobs_history_limit,
+                    train_job=pb.TrainJobTemplate(labels=dict(run_labels or {}), spec=spec),
+                ),
+            ),
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        # As for CreateTrainJob, the request id makes the call safe to retry.
+        resp = self._transport.unary(self.schedules.SERVICE, "CreateCronTrainJob", req, pb.CreateCronTrainJobResponse, idempotent=True)
+        return Schedule.from_proto(resp.cron_train_job or pb.CronTrainJob())
+
+    def list_schedules(
+        self,
+        namespace: Optional[str] = None,
+        *,
+        all_namespaces: bool = False,
+        label_selector: Optional[str] = None,
+    ) -> List[Schedule]:
+        """The schedules of a namespace (or of all you may list), ordered by namespace and name."""
+        resp = self.schedules.list_cron_train_jobs(
+            pb.ListCronTrainJobsRequest(namespace=namespace or self.namespace, all_namespaces=all_namespaces, label_selector=label_selector or "")
+        )
+        return [Schedule.from_proto(s) for s in resp.cron_train_jobs]
+
+    def get_schedule(self, name: str, namespace: Optional[str] = None) -> Schedule:
+        """One schedule, with its active runs and the next time one falls due."""
+        resp = self.schedules.get_cron_train_job(pb.GetCronTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return Schedule.from_proto(resp.cron_train_job or pb.CronTrainJob())
+
+    def suspend_schedule(self, name: str, namespace: Optional[str] = None) -> Schedule:
+        """Stop new runs; runs already created go on."""
+        resp = self.schedules.suspend_cron_train_job(pb.SuspendCronTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return Schedule.from_proto(resp.cron_train_job or pb.CronTrainJob())
+
+    def resume_schedule(self, name: str, namespace: Optional[str] = None) -> Schedule:
+        """Undo :meth:`suspend_schedule`. A time missed meanwhile runs once if it is within
+        the schedule's starting deadline."""
+        resp = self.schedules.resume_cron_train_job(pb.ResumeCronTrainJobRequest(namespace=namespace or self.namespace, name=name))
+        return Schedule.from_proto(resp.cron_train_job or pb.CronTrainJob())
+
+    def trigger_schedule(self, name: str, namespace: Optional[str] = None, *, request_id: Optional[str] = None) -> str:
+        """Create a run now, outside the schedule, and return its name. The run belongs to the
+        schedule (its concurrency policy and history limits count it). The call carries a
+        request id (random unless given): a retry finds the run the first attempt created."""
+        req = pb.TriggerCronTrainJobRequest(namespace=namespace or self.namespace, name=name, request_id=request_id or uuid.uuid4().hex)
+        resp = self._transport.unary(self.schedules.SERVICE, "TriggerCronTrainJob", req, pb.TriggerCronTrainJobResponse, idempotent=True)
+        return resp.train_job.name if resp.train_job else ""
+
+    def delete_schedule(self, name: str, namespace: Optional[str] = None, *, keep_runs: bool = False) -> None:
+        """Delete a schedule and, unless ``keep_runs``, its runs."""
+        self.schedules.delete_cron_train_job(pb.DeleteCronTrainJobRequest(namespace=namespace or self.namespace, name=name, keep_runs=keep_runs))
+
+    def list_schedule_runs(self, name: str, namespace: Optional[str] = None) -> List[TrainJob]:
+        """The runs of a schedule, newest first (without their steps)."""
+        resp = self.schedules.list_cron_train_job_runs(pb.ListCronTrainJobRunsRequest(namespace=namespace or self.namespace, name=name))
+        return [TrainJob.from_proto(j) for j in resp.train_jobs]
+
     # -- runtimes and queues --------------------------------------------------------------
 
     def list_runtimes(self, namespace: Optional[str] = None) -> List[Runtime]:
@@ -507,6 +684,60 @@ class TrainerClient:
             Queue(name=q.name, namespace=q.namespace, cluster_queue=q.cluster_queue, pending=q.pending, admitted=q.admitted, active=q.active, message=q.message, raw=q)
             for q in resp.queues
         ]
+
+
+def _train_job_spec(
+    runtime: Union[str, Runtime, None],
+    trainer: Optional[CustomTrainerContainer],
+    initializer: Optional[Initializer],
+    *,
+    queue: Optional[str],
+    priority_class: Optional[str],
+    active_deadline_seconds: Optional[int],
+    ttl_seconds_after_finished: Optional[int],
+    suspend: bool,
+) -> pb.TrainJobSpec:
+    """The spec of a job, as :meth:`TrainerClient.train` submits it and as each run of a
+    schedule is created from it."""
+    if runtime is None:
+        raise ValueError("runtime: name the runtime to train on, e.g. runtime='torch-distributed' (see list_runtimes())")
+    rt_kind = pb.RuntimeKind.RUNTIME_KIND_UNSPECIFIED
+    if isinstance(runtime, Runtime):
+        if not runtime.cluster:
+            rt_kind = pb.RuntimeKind.RUNTIME_KIND_NAMESPACED
+        runtime = runtime.name
+    t = trainer or CustomTrainerContainer()
+    resources = None
+    if t.resources_per_node:
+        resources = pb.Resources(
+            requests={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
+            limits={k: _quantity(k, v) for k, v in t.resources_per_node.items()},
+        )
+    return pb.TrainJobSpec(
+        runtime=runtime,
+        runtime_kind=rt_kind,
+        image=t.image or "",
+        command=list(t.command or []),
+        args=list(t.args or []),
+        env=[pb.EnvVar(name=k, value=str(v)) for k, v in (t.env or {}).items()],
+        nodes=_count("trainer.num_nodes", t.num_nodes),
+        procs_per_node=_count("trainer.num_procs_per_node", t.num_procs_per_node),
+        resources_per_node=resources,
+        dataset_uri=(initializer.dataset if initializer else None) or "",
+        model_uri=(initializer.model if initializer else None) or "",
+        queue=queue or "",
+        priority_class=priority_class or "",
+        suspend=suspend,
+        active_deadline_seconds=active_deadline_seconds,
+        ttl_seconds_after_finished=ttl_seconds_after_finished,
+    )
+
+
+def _policy(policy: str) -> pb.ConcurrencyPolicy:
+    p = _POLICY_NAMED.get(policy.lower()) if isinstance(policy, str) else None
+    if p is None:
+        raise ValueError(f"concurrency_policy {policy!r}: want one of {', '.join(_POLICIES)} (in any case)")
+    return p
 
 
 def _statuses(status: Union[str, Iterable[str], None]) -> Set[str]:

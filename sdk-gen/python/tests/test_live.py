@@ -3,10 +3,12 @@ Kiln configuration names. Skipped unless KILN_SDK_LIVE=1 (make test sets it, wit
 KILN_CONFIG pointing at the local platform's configuration)."""
 
 import os
+import re
 import time
 import unittest
 import uuid
-from typing import List, Optional
+from typing import List, Optional, Tuple
+from zoneinfo import ZoneInfo
 
 import kiln
 from kiln import v1
@@ -15,12 +17,27 @@ LIVE = os.environ.get("KILN_SDK_LIVE") == "1"
 QUEUE = os.environ.get("KILN_SDK_QUEUE", "default")
 
 
+def manifest() -> str:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "slow-trainjob.yaml"), encoding="utf-8") as f:
+        return f.read()
+
+
 def slow_job(name: str, seconds: int, deadline: Optional[int] = None) -> str:
     """A TrainJob whose simulated training pod runs for `seconds` on the local platform."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "slow-trainjob.yaml"), encoding="utf-8") as f:
-        text = f.read()
+    text = manifest()
     deadline_line = f"activeDeadlineSeconds: {deadline}" if deadline else ""
     return text.replace("NAME", name).replace("QUEUE", QUEUE).replace("DURATION", f"{seconds}s").replace("DEADLINE", deadline_line)
+
+
+def manifest_run() -> Tuple[str, kiln.CustomTrainerContainer]:
+    """The runtime and training container of the shared manifest (its image is the runtime's)."""
+    text = manifest()
+    runtime = re.search(r"runtimeRef: \{name: ([\w.-]+)\}", text)
+    trainer = re.search(r"trainer: \{command: \[([^\]]*)\], numNodes: (\d+)\}", text)
+    if not runtime or not trainer:
+        raise AssertionError("slow-trainjob.yaml: no runtimeRef or trainer line in the form this test reads")
+    command = [c.strip() for c in trainer.group(1).split(",")]
+    return runtime.group(1), kiln.CustomTrainerContainer(command=command, num_nodes=int(trainer.group(2)))
 
 
 @unittest.skipUnless(LIVE, "KILN_SDK_LIVE=1 runs these against the Kiln API server of the Kiln configuration")
@@ -147,6 +164,60 @@ class LiveTest(unittest.TestCase):
         self.names.append(first)
         self.assertEqual(self.client.train(**args), first)
         self.assertEqual([j.name for j in self.client.list_jobs(label_selector=f"retry={label}")], [first])
+
+    def test_schedule(self) -> None:
+        runtime, trainer = manifest_run()
+        name = f"sdk-py-weekly-{uuid.uuid4().hex[:5]}"
+        self.addCleanup(self.delete_schedule, name)
+        s = self.client.create_schedule(
+            name,
+            "0 2 * * 0",
+            runtime,
+            trainer,
+            time_zone="Europe/Berlin",
+            concurrency_policy="Forbid",
+            successful_jobs_history_limit=2,
+            failed_jobs_history_limit=1,
+            queue=QUEUE,
+            active_deadline_seconds=43200,
+        )
+        self.assertEqual((s.name, s.schedule, s.time_zone, s.concurrency_policy, s.suspend), (name, "0 2 * * 0", "Europe/Berlin", "Forbid", False))
+        self.assertEqual((s.successful_jobs_history_limit, s.failed_jobs_history_limit, s.active_deadline_seconds), (2, 1, 43200))
+        self.assertEqual((s.runtime, s.num_nodes, s.queue), (runtime, trainer.num_nodes, QUEUE))
+        self.assertIsNotNone(s.next_schedule_time)
+        nxt = s.next_schedule_time.astimezone(ZoneInfo("Europe/Berlin"))
+        self.assertEqual((nxt.strftime("%A"), nxt.hour, nxt.minute), ("Sunday", 2, 0), f"next run {nxt}: want a Sunday at 02:00 in Berlin")
+        self.assertIn(name, [x.name for x in self.client.list_schedules()])
+
+        s = self.client.suspend_schedule(name)
+        self.assertEqual((s.suspend, s.next_schedule_time), (True, None))
+        s = self.client.resume_schedule(name)
+        self.assertFalse(s.suspend)
+        self.assertIsNotNone(s.next_schedule_time)
+
+        run = self.client.trigger_schedule(name)
+        self.names.append(run)
+        self.assertTrue(run.startswith(name + "-"), run)
+        self.eventually(lambda: [j.name for j in self.client.list_schedule_runs(name)] == [run])
+
+        self.client.delete_schedule(name)
+
+        def gone() -> bool:
+            try:
+                self.client.get_schedule(name)
+            except kiln.NotFoundError:
+                return True
+            return False
+
+        self.eventually(gone)
+        with self.assertRaises(kiln.NotFoundError):
+            self.client.get_schedule(name)
+
+    def delete_schedule(self, name: str) -> None:
+        try:
+            self.client.delete_schedule(name)
+        except kiln.NotFoundError:
+            pass
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
 // TrainerClient: submit, follow and control training jobs through the Kiln API server,
-// with the verbs of the Python and Go SDKs (shaped like the Kubeflow SDK's TrainerClient).
+// with the verbs of the Python and Go SDKs (shaped like the Kubeflow SDK's TrainerClient),
+// and schedules (CronTrainJobs) that create a job, a run, at each scheduled time.
 
 import { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient, type CallOptions, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 
 import { resolve, ConfigError, type Context } from "./config.js";
 import { DeadlineExceededError, KilnError, NotFoundError, toKilnError } from "./errors.js";
 import { QueueService, type Queue } from "./gen/kiln/v1/queue_pb.js";
 import { RuntimeService, type Runtime } from "./gen/kiln/v1/runtime_pb.js";
+import { ConcurrencyPolicy as Policy, CronTrainJobService, type CronTrainJob } from "./gen/kiln/v1/schedule_pb.js";
 import { ServerService } from "./gen/kiln/v1/server_pb.js";
 import {
   RuntimeKind,
@@ -19,6 +22,7 @@ import {
   WatchEventType,
   type Event,
   type TrainJob as TrainJobMessage,
+  type TrainJobSpecSchema,
 } from "./gen/kiln/v1/trainjob_pb.js";
 
 /** What a job is doing, in the Kubeflow SDK's words (Queued and Suspended are Kiln's). */
@@ -38,6 +42,29 @@ const statusOf: Record<State, Status> = {
 function stateOf(s: string): State {
   for (const [k, v] of Object.entries(statusOf)) if (v === s) return Number(k) as State;
   throw new TypeError(`status ${s}: want one of ${STATUSES.join(", ")}`);
+}
+
+/** What a schedule does when a run falls due while an earlier one is active, with CronJob's meaning. */
+export type ConcurrencyPolicy = "Allow" | "Forbid" | "Replace";
+
+// The API's unset policy means Allow.
+const policyOf: Record<Policy, ConcurrencyPolicy> = {
+  [Policy.UNSPECIFIED]: "Allow",
+  [Policy.ALLOW]: "Allow",
+  [Policy.FORBID]: "Forbid",
+  [Policy.REPLACE]: "Replace",
+};
+
+const policyNamed = new Map<string, Policy>([
+  ["allow", Policy.ALLOW],
+  ["forbid", Policy.FORBID],
+  ["replace", Policy.REPLACE],
+]);
+
+function policy(p: string): Policy {
+  const v = typeof p === "string" ? policyNamed.get(p.toLowerCase()) : undefined;
+  if (v === undefined) throw new TypeError(`concurrencyPolicy ${String(p)}: want one of Allow, Forbid, Replace (in any case)`);
+  return v;
 }
 
 /** The training container of a job: what runs on each node. Unset fields take the runtime's. */
@@ -81,6 +108,42 @@ export interface TrainOptions {
   requestId?: string;
 }
 
+/** A schedule to create: a CronTrainJob that creates a job, a run, at each scheduled time. */
+export interface ScheduleOptions {
+  name: string;
+  /** A cron expression, e.g. "0 2 * * 0" (Sundays at 02:00), or @daily etc. */
+  schedule: string;
+  /** Each run's runtime, container and initializers, as for train(). */
+  runtime: string | RuntimeInfo;
+  trainer?: CustomTrainerContainer;
+  initializer?: Initializer;
+  /** The IANA time zone the schedule is read in, e.g. "Europe/Berlin" (default UTC). */
+  timeZone?: string;
+  /** Allow (the default), Forbid or Replace, in any case. */
+  concurrencyPolicy?: ConcurrencyPolicy | Lowercase<ConcurrencyPolicy> | Uppercase<ConcurrencyPolicy>;
+  /** Skip a run that could not start that long after its scheduled time. */
+  startingDeadlineSeconds?: number;
+  /** How many completed and failed runs to keep (unset: the server's 3 and 1). */
+  successfulJobsHistoryLimit?: number;
+  failedJobsHistoryLimit?: number;
+  /** Create the schedule without runs until resumeSchedule(). */
+  suspend?: boolean;
+  /** Each run's Kueue LocalQueue and WorkloadPriorityClass. */
+  queue?: string;
+  priorityClass?: string;
+  /** Fail each run after that long running; delete it that long after it finished. */
+  activeDeadlineSeconds?: number;
+  ttlSecondsAfterFinished?: number;
+  /** The schedule's own labels and annotations. */
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  /** The labels of each run. */
+  runLabels?: Record<string, string>;
+  namespace?: string;
+  /** Makes retries safe (random by default): a retry returns the schedule the first attempt created. */
+  requestId?: string;
+}
+
 /** One pod of a job: a training node (node-0), a launcher or an initializer. */
 export interface Step {
   name: string;
@@ -119,6 +182,36 @@ export interface TrainJob {
   steps: Step[];
   /** The API's message, with every field the server returned. */
   raw: TrainJobMessage;
+}
+
+/** A schedule (a CronTrainJob) and what it did. */
+export interface Schedule {
+  name: string;
+  namespace: string;
+  schedule: string;
+  timeZone: string;
+  concurrencyPolicy: ConcurrencyPolicy;
+  suspend: boolean;
+  startingDeadlineSeconds?: number;
+  /** How many completed and failed runs are kept (undefined: the server's 3 and 1). */
+  successfulJobsHistoryLimit?: number;
+  failedJobsHistoryLimit?: number;
+  /** What the schedule sets for each run (an empty image, 0 nodes or no deadline take the runtime's). */
+  runtime: string;
+  image: string;
+  numNodes: number;
+  queue: string;
+  activeDeadlineSeconds?: number;
+  /** The names of the runs that have not finished. */
+  active: string[];
+  lastScheduleTime?: Date;
+  lastSuccessfulTime?: Date;
+  /** The next time a run falls due; undefined while suspended. */
+  nextScheduleTime?: Date;
+  creationTimestamp?: Date;
+  labels: Record<string, string>;
+  /** The API's message, with every field the server returned. */
+  raw: CronTrainJob;
 }
 
 /** A training runtime. */
@@ -182,6 +275,34 @@ export function jobOf(j: TrainJobMessage): TrainJob {
   };
 }
 
+export function scheduleOf(s: CronTrainJob): Schedule {
+  const spec = s.spec;
+  const run = spec?.trainJob?.spec;
+  return {
+    name: s.name,
+    namespace: s.namespace,
+    schedule: spec?.schedule ?? "",
+    timeZone: spec?.timeZone ?? "",
+    concurrencyPolicy: policyOf[spec?.concurrencyPolicy ?? Policy.UNSPECIFIED] ?? "Allow",
+    suspend: spec?.suspend ?? false,
+    startingDeadlineSeconds: num(spec?.startingDeadlineSeconds),
+    successfulJobsHistoryLimit: spec?.successfulJobsHistoryLimit,
+    failedJobsHistoryLimit: spec?.failedJobsHistoryLimit,
+    runtime: run?.runtime ?? "",
+    image: run?.image ?? "",
+    numNodes: run?.nodes ?? 0,
+    queue: run?.queue ?? "",
+    activeDeadlineSeconds: num(run?.activeDeadlineSeconds),
+    active: [...(s.status?.active ?? [])],
+    lastScheduleTime: date(s.status?.lastScheduleTime),
+    lastSuccessfulTime: date(s.status?.lastSuccessfulTime),
+    nextScheduleTime: date(s.status?.nextScheduleTime),
+    creationTimestamp: date(s.createTime),
+    labels: { ...s.labels },
+    raw: s,
+  };
+}
+
 function runtimeOf(r: Runtime): RuntimeInfo {
   return {
     name: r.name,
@@ -226,6 +347,7 @@ export class TrainerClient {
   readonly runtimes: Client<typeof RuntimeService>;
   readonly queues: Client<typeof QueueService>;
   readonly info: Client<typeof ServerService>;
+  readonly schedules: Client<typeof CronTrainJobService>;
 
   constructor(opts: ClientOptions = {}) {
     let ctx: Context;
@@ -250,16 +372,12 @@ export class TrainerClient {
     this.runtimes = createClient(RuntimeService, transport);
     this.queues = createClient(QueueService, transport);
     this.info = createClient(ServerService, transport);
+    this.schedules = createClient(CronTrainJobService, transport);
   }
 
   /** Submit a job and return its name; retried while the server is unavailable, with the same request id. */
   async train(o: TrainOptions): Promise<string> {
-    if (!o.runtime) throw new TypeError("runtime: name the runtime to train on, e.g. 'torch-distributed' (see listRuntimes())");
-    const rt = typeof o.runtime === "string" ? { name: o.runtime, cluster: true } : o.runtime;
-    const t = o.trainer ?? {};
-    const resources = t.resourcesPerNode
-      ? Object.fromEntries(Object.entries(t.resourcesPerNode).map(([k, v]) => [k, quantity(k, v)]))
-      : undefined;
+    const spec = trainJobSpec(o);
     // One request id for every attempt: that is what makes the retries safe.
     const requestId = o.requestId || randomUUID().replaceAll("-", "");
     const res = await retry(() =>
@@ -270,27 +388,10 @@ export class TrainerClient {
           case: "trainJob",
           value: {
             name: o.name ?? "",
-            generateName: o.name || o.generateName ? (o.generateName ?? "") : `${rt.name}-`,
+            generateName: o.name || o.generateName ? (o.generateName ?? "") : `${spec.runtime}-`,
             labels: o.labels ?? {},
             annotations: o.annotations ?? {},
-            spec: {
-              runtime: rt.name,
-              runtimeKind: rt.cluster ? RuntimeKind.UNSPECIFIED : RuntimeKind.NAMESPACED,
-              image: t.image ?? "",
-              command: t.command ?? [],
-              args: t.args ?? [],
-              env: Object.entries(t.env ?? {}).map(([name, value]) => ({ name, value: String(value) })),
-              nodes: count("trainer.numNodes", t.numNodes),
-              procsPerNode: count("trainer.numProcsPerNode", t.numProcsPerNode),
-              resourcesPerNode: resources ? { requests: resources, limits: resources } : undefined,
-              datasetUri: o.initializer?.dataset ?? "",
-              modelUri: o.initializer?.model ?? "",
-              queue: o.queue ?? "",
-              priorityClass: o.priorityClass ?? "",
-              suspend: o.suspend ?? false,
-              activeDeadlineSeconds: o.activeDeadlineSeconds === undefined ? undefined : BigInt(o.activeDeadlineSeconds),
-              ttlSecondsAfterFinished: o.ttlSecondsAfterFinished,
-            },
+            spec,
           },
         },
       }),
@@ -436,6 +537,89 @@ export class TrainerClient {
     await call(() => this.jobs.deleteTrainJob({ namespace: namespace || this.namespace, name }));
   }
 
+  /**
+   * Create a schedule: at each time of its cron expression (read in timeZone, default UTC)
+   * it creates a run, a job made as train() makes one. Retried while the server is
+   * unavailable, with the same request id, so a lost answer never creates it twice.
+   */
+  async createSchedule(o: ScheduleOptions): Promise<Schedule> {
+    const concurrencyPolicy = policy(o.concurrencyPolicy === undefined ? "Allow" : o.concurrencyPolicy);
+    const spec = trainJobSpec({ ...o, suspend: false });
+    const requestId = o.requestId || randomUUID().replaceAll("-", "");
+    const res = await retry(() =>
+      this.schedules.createCronTrainJob({
+        namespace: o.namespace || this.namespace,
+        requestId,
+        source: {
+          case: "cronTrainJob",
+          value: {
+            name: o.name,
+            labels: o.labels ?? {},
+            annotations: o.annotations ?? {},
+            spec: {
+              schedule: o.schedule,
+              timeZone: o.timeZone ?? "",
+              concurrencyPolicy,
+              startingDeadlineSeconds: o.startingDeadlineSeconds === undefined ? undefined : BigInt(o.startingDeadlineSeconds),
+              suspend: o.suspend ?? false,
+              successfulJobsHistoryLimit: o.successfulJobsHistoryLimit,
+              failedJobsHistoryLimit: o.failedJobsHistoryLimit,
+              trainJob: { labels: o.runLabels ?? {}, spec },
+            },
+          },
+        },
+      }),
+    );
+    return scheduleOf(res.cronTrainJob!);
+  }
+
+  /** The schedules of a namespace (or of all you may list), ordered by namespace and name. */
+  async listSchedules(o: { namespace?: string; allNamespaces?: boolean; labelSelector?: string } = {}): Promise<Schedule[]> {
+    const res = await retry(() =>
+      this.schedules.listCronTrainJobs({ namespace: o.namespace || this.namespace, allNamespaces: o.allNamespaces ?? false, labelSelector: o.labelSelector ?? "" }),
+    );
+    return res.cronTrainJobs.map(scheduleOf);
+  }
+
+  /** One schedule, with its active runs and the next time one falls due. */
+  async getSchedule(name: string, namespace?: string): Promise<Schedule> {
+    const res = await retry(() => this.schedules.getCronTrainJob({ namespace: namespace || this.namespace, name }));
+    if (!res.cronTrainJob) throw new NotFoundError(`CronTrainJob ${name}: the server returned no schedule`);
+    return scheduleOf(res.cronTrainJob);
+  }
+
+  /** Stop new runs; runs already created go on. */
+  async suspendSchedule(name: string, namespace?: string): Promise<Schedule> {
+    const res = await call(() => this.schedules.suspendCronTrainJob({ namespace: namespace || this.namespace, name }));
+    return scheduleOf(res.cronTrainJob!);
+  }
+
+  /** Undo suspendSchedule. A time missed meanwhile runs once if it is within the starting deadline. */
+  async resumeSchedule(name: string, namespace?: string): Promise<Schedule> {
+    const res = await call(() => this.schedules.resumeCronTrainJob({ namespace: namespace || this.namespace, name }));
+    return scheduleOf(res.cronTrainJob!);
+  }
+
+  /**
+   * Create a run now, outside the schedule, and return its name. Retried while the server
+   * is unavailable, with the same request id, so a lost answer never creates a second run.
+   */
+  async triggerSchedule(name: string, namespace?: string, o: { requestId?: string } = {}): Promise<string> {
+    const requestId = o.requestId || randomUUID().replaceAll("-", "");
+    const res = await retry(() => this.schedules.triggerCronTrainJob({ namespace: namespace || this.namespace, name, requestId }));
+    return res.trainJob?.name ?? "";
+  }
+
+  /** Delete a schedule and, unless keepRuns, its runs. */
+  async deleteSchedule(name: string, namespace?: string, o: { keepRuns?: boolean } = {}): Promise<void> {
+    await call(() => this.schedules.deleteCronTrainJob({ namespace: namespace || this.namespace, name, keepRuns: o.keepRuns ?? false }));
+  }
+
+  /** The runs of a schedule, newest first (without their steps). */
+  async listScheduleRuns(name: string, namespace?: string): Promise<TrainJob[]> {
+    return (await retry(() => this.schedules.listCronTrainJobRuns({ namespace: namespace || this.namespace, name }))).trainJobs.map(jobOf);
+  }
+
   /** The cluster's runtimes, then the TrainingRuntimes of the namespace. */
   async listRuntimes(namespace?: string): Promise<RuntimeInfo[]> {
     return (await retry(() => this.runtimes.listRuntimes({ namespace: namespace || this.namespace }))).runtimes.map(runtimeOf);
@@ -491,6 +675,36 @@ function connectTransport(ctx: Context): Transport {
     interceptors: [auth],
     nodeOptions: ca ? { ca } : {},
   });
+}
+
+/** The spec of a job, as train() submits it and as each run of a schedule is created from it. */
+function trainJobSpec(
+  o: Pick<TrainOptions, "runtime" | "trainer" | "initializer" | "queue" | "priorityClass" | "activeDeadlineSeconds" | "ttlSecondsAfterFinished" | "suspend">,
+): MessageInitShape<typeof TrainJobSpecSchema> & { runtime: string } {
+  if (!o.runtime) throw new TypeError("runtime: name the runtime to train on, e.g. 'torch-distributed' (see listRuntimes())");
+  const rt = typeof o.runtime === "string" ? { name: o.runtime, cluster: true } : o.runtime;
+  const t = o.trainer ?? {};
+  const resources = t.resourcesPerNode
+    ? Object.fromEntries(Object.entries(t.resourcesPerNode).map(([k, v]) => [k, quantity(k, v)]))
+    : undefined;
+  return {
+    runtime: rt.name,
+    runtimeKind: rt.cluster ? RuntimeKind.UNSPECIFIED : RuntimeKind.NAMESPACED,
+    image: t.image ?? "",
+    command: t.command ?? [],
+    args: t.args ?? [],
+    env: Object.entries(t.env ?? {}).map(([name, value]) => ({ name, value: String(value) })),
+    nodes: count("trainer.numNodes", t.numNodes),
+    procsPerNode: count("trainer.numProcsPerNode", t.numProcsPerNode),
+    resourcesPerNode: resources ? { requests: resources, limits: resources } : undefined,
+    datasetUri: o.initializer?.dataset ?? "",
+    modelUri: o.initializer?.model ?? "",
+    queue: o.queue ?? "",
+    priorityClass: o.priorityClass ?? "",
+    suspend: o.suspend ?? false,
+    activeDeadlineSeconds: o.activeDeadlineSeconds === undefined ? undefined : BigInt(o.activeDeadlineSeconds),
+    ttlSecondsAfterFinished: o.ttlSecondsAfterFinished,
+  };
 }
 
 /** call runs f, turning a Connect error into a KilnError. */

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 
-import { InvalidArgumentError, JobFailedError, NotFoundError, PermissionDeniedError, TrainerClient } from "../src/index.js";
+import { InvalidArgumentError, JobFailedError, NotFoundError, PermissionDeniedError, TrainerClient, type CustomTrainerContainer } from "../src/index.js";
 
 const live = process.env.KILN_SDK_LIVE === "1";
 const queue = process.env.KILN_SDK_QUEUE || "default";
@@ -29,13 +29,23 @@ function setup(t: TestContext): { c: TrainerClient; name: (what: string) => stri
   };
 }
 
+const manifest = () => readFileSync(new URL("../../../testdata/slow-trainjob.yaml", import.meta.url), "utf8");
+
 function slowJob(name: string, seconds: number, deadline?: number): string {
-  const text = readFileSync(new URL("../../../testdata/slow-trainjob.yaml", import.meta.url), "utf8");
-  return text
+  return manifest()
     .replaceAll("NAME", name)
     .replaceAll("QUEUE", queue)
     .replaceAll("DURATION", `${seconds}s`)
     .replaceAll("DEADLINE", deadline ? `activeDeadlineSeconds: ${deadline}` : "");
+}
+
+/** The runtime and training container of the shared manifest (its image is the runtime's). */
+function manifestRun(): { runtime: string; trainer: CustomTrainerContainer } {
+  const text = manifest();
+  const runtime = /runtimeRef: \{name: ([\w.-]+)\}/.exec(text);
+  const trainer = /trainer: \{command: \[([^\]]*)\], numNodes: (\d+)\}/.exec(text);
+  if (!runtime || !trainer) throw new Error("slow-trainjob.yaml: no runtimeRef or trainer line in the form this test reads");
+  return { runtime: runtime[1], trainer: { command: trainer[1].split(",").map((c) => c.trim()), numNodes: Number(trainer[2]) } };
 }
 
 async function eventually(cond: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -121,4 +131,46 @@ test("a retried train creates one job", { skip }, async (t) => {
   t.after(() => c.deleteJob(first).catch(() => undefined));
   assert.equal(await c.train(o), first);
   assert.deepEqual((await c.listJobs({ labelSelector: `retry=${id.slice(0, 8)}` })).map((j) => j.name), [first]);
+});
+
+test("a weekly schedule: next run, suspend and resume, a run triggered, delete", { skip }, async (t) => {
+  const { c } = setup(t);
+  const { runtime, trainer } = manifestRun();
+  const n = `sdk-ts-weekly-${randomBytes(3).toString("hex").slice(0, 5)}`;
+  t.after(() => c.deleteSchedule(n).catch(() => undefined));
+  let s = await c.createSchedule({
+    name: n,
+    schedule: "0 2 * * 0",
+    runtime,
+    trainer,
+    timeZone: "Europe/Berlin",
+    concurrencyPolicy: "Forbid",
+    successfulJobsHistoryLimit: 2,
+    failedJobsHistoryLimit: 1,
+    queue,
+    activeDeadlineSeconds: 43200,
+  });
+  assert.deepEqual([s.name, s.schedule, s.timeZone, s.concurrencyPolicy, s.suspend], [n, "0 2 * * 0", "Europe/Berlin", "Forbid", false]);
+  assert.deepEqual([s.successfulJobsHistoryLimit, s.failedJobsHistoryLimit, s.activeDeadlineSeconds], [2, 1, 43200]);
+  assert.deepEqual([s.runtime, s.numNodes, s.queue], [runtime, trainer.numNodes, queue]);
+  assert.ok(s.nextScheduleTime instanceof Date, "a next run");
+  const berlin = new Intl.DateTimeFormat("en-US", { timeZone: "Europe/Berlin", weekday: "long", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const parts = Object.fromEntries(berlin.formatToParts(s.nextScheduleTime).map((p) => [p.type, p.value]));
+  assert.deepEqual([parts.weekday, parts.hour, parts.minute], ["Sunday", "02", "00"], `next run ${s.nextScheduleTime.toISOString()}: want a Sunday at 02:00 in Berlin`);
+  assert.ok((await c.listSchedules()).some((x) => x.name === n));
+
+  s = await c.suspendSchedule(n);
+  assert.deepEqual([s.suspend, s.nextScheduleTime], [true, undefined]);
+  s = await c.resumeSchedule(n);
+  assert.equal(s.suspend, false);
+  assert.ok(s.nextScheduleTime instanceof Date);
+
+  const run = await c.triggerSchedule(n);
+  t.after(() => c.deleteJob(run).catch(() => undefined)); // should the schedule's deletion not take it
+  assert.ok(run.startsWith(`${n}-`), run);
+  await eventually(async () => (await c.listScheduleRuns(n)).map((j) => j.name).join() === run);
+
+  await c.deleteSchedule(n);
+  await eventually(() => c.getSchedule(n).then(() => false, (e: unknown) => e instanceof NotFoundError));
+  await assert.rejects(c.getSchedule(n), (e: unknown) => e instanceof NotFoundError);
 });
