@@ -139,15 +139,16 @@ var _ = Describe("CronTrainJob on the platform", func() {
 			g.Expect(meta.IsStatusConditionTrue(cj.Status.Conditions, "Ready")).To(BeTrue(), "the operator has seen it")
 		}).Should(Succeed())
 
-		// The due instant the operator is down across: at least 10s ahead, so that it has
-		// asked to be woken for it (a timer the kill loses).
+		// The due instant the operator is down across: killed 15s before it (it has asked to
+		// be woken for it, a timer the kill loses), started again 10s after it.
 		now := time.Now()
 		due := now.Truncate(time.Minute).Add(time.Minute)
-		if due.Sub(now) < 10*time.Second {
+		if due.Sub(now) < 20*time.Second {
 			due = due.Add(time.Minute)
 		}
-		time.Sleep(time.Until(due.Add(-5 * time.Second)))
+		time.Sleep(time.Until(due.Add(-15 * time.Second)))
 		start := killOperator()
+		Expect(time.Now()).To(BeTemporally("<", due), "the operator was down before the due instant")
 		time.Sleep(time.Until(due.Add(10 * time.Second)))
 		restarted := time.Now()
 		start(ctx)
