@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -251,6 +252,16 @@ func (s *CronTrainJobs) setSuspended(ctx context.Context, namespace, name string
 	if err := s.kube.AsCaller.Patch(ctx, cj, patch, client.FieldOwner(FieldManager)); err != nil {
 		return nil, toConnect(fmt.Sprintf("%s CronTrainJob %s/%s", verb, namespace, name), err)
 	}
+	// Read your writes: Get and List read the shared cache, so a GetCronTrainJob right after
+	// this call would show it as it was. Wait (briefly) for the cache to see the change.
+	key := client.ObjectKeyFromObject(cj)
+	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, cacheCatchUp, true, func(ctx context.Context) (bool, error) {
+		cached := &kiln.CronTrainJob{}
+		if err := s.kube.Cache.Get(ctx, key, cached); err != nil {
+			return false, nil //nolint:nilerr // not in the cache yet: keep waiting
+		}
+		return ptr.Deref(cached.Spec.Suspend, false) == suspend, nil
+	})
 	return s.view(cj), nil
 }
 

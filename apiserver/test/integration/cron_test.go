@@ -161,10 +161,17 @@ var _ = Describe("CronTrainJobService", func() {
 		stored, err := adminCron(ctx, "team-a", "ops")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stored.Spec.Suspend).To(Equal(ptr.To(true)))
+		// Read your writes: a Get right after the call already shows it suspended.
+		got, err := alice.crons.GetCronTrainJob(ctx, connect.NewRequest(&kilnv1.GetCronTrainJobRequest{Namespace: "team-a", Name: "ops"}))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Msg.GetCronTrainJob().GetSpec().GetSuspend()).To(BeTrue())
 		r, err := alice.crons.ResumeCronTrainJob(ctx, connect.NewRequest(&kilnv1.ResumeCronTrainJobRequest{Namespace: "team-a", Name: "ops"}))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.Msg.GetCronTrainJob().GetSpec().GetSuspend()).To(BeFalse())
 		Expect(r.Msg.GetCronTrainJob().GetStatus().GetNextScheduleTime()).NotTo(BeNil())
+		got, err = alice.crons.GetCronTrainJob(ctx, connect.NewRequest(&kilnv1.GetCronTrainJobRequest{Namespace: "team-a", Name: "ops"}))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Msg.GetCronTrainJob().GetSpec().GetSuspend()).To(BeFalse())
 
 		t1, err := alice.crons.TriggerCronTrainJob(ctx, connect.NewRequest(&kilnv1.TriggerCronTrainJobRequest{Namespace: "team-a", Name: "ops", RequestId: "trigger-1"}))
 		Expect(err).NotTo(HaveOccurred())

@@ -111,9 +111,11 @@ var _ = Describe("kiln CLI", func() {
 		Expect(code).To(Equal(0), errOut)
 		Expect(out).To(Equal("crontrainjob default/cli-weekly created\n"))
 
-		out, _, code = kilnCLI("", "schedule", "list")
-		Expect(code).To(Equal(0))
-		Expect(out).To(MatchRegexp(`(?m)^cli-weekly\t0 2 \* \* 0\tEurope/Berlin\tfalse\t0\t-\tin \d+[dhm]\S*\t\d+s$`))
+		// Lists read the API server's cache, which sees the new schedule a moment later.
+		Eventually(func() string {
+			out, _, _ := kilnCLI("", "schedule", "list")
+			return out
+		}).Should(MatchRegexp(`(?m)^cli-weekly\t0 2 \* \* 0\tEurope/Berlin\tfalse\t0\t-\tin \d+[dhm]\S*\t\d+s$`))
 		out, _, code = kilnCLI("", "schedule", "describe", "cli-weekly")
 		Expect(code).To(Equal(0))
 		Expect(out).To(ContainSubstring("Concurrency policy: Forbid"))

@@ -187,7 +187,8 @@ class LiveTest(unittest.TestCase):
         self.assertIsNotNone(s.next_schedule_time)
         nxt = s.next_schedule_time.astimezone(ZoneInfo("Europe/Berlin"))
         self.assertEqual((nxt.strftime("%A"), nxt.hour, nxt.minute), ("Sunday", 2, 0), f"next run {nxt}: want a Sunday at 02:00 in Berlin")
-        self.assertIn(name, [x.name for x in self.client.list_schedules()])
+        # Lists read the server's cache, which sees the new schedule a moment later.
+        self.eventually(lambda: name in [x.name for x in self.client.list_schedules()])
 
         s = self.client.suspend_schedule(name)
         self.assertEqual((s.suspend, s.next_schedule_time), (True, None))

@@ -157,7 +157,8 @@ test("a weekly schedule: next run, suspend and resume, a run triggered, delete",
   const berlin = new Intl.DateTimeFormat("en-US", { timeZone: "Europe/Berlin", weekday: "long", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
   const parts = Object.fromEntries(berlin.formatToParts(s.nextScheduleTime).map((p) => [p.type, p.value]));
   assert.deepEqual([parts.weekday, parts.hour, parts.minute], ["Sunday", "02", "00"], `next run ${s.nextScheduleTime.toISOString()}: want a Sunday at 02:00 in Berlin`);
-  assert.ok((await c.listSchedules()).some((x) => x.name === n));
+  // Lists read the server's cache, which sees the new schedule a moment later.
+  await eventually(async () => (await c.listSchedules()).some((x) => x.name === n));
 
   s = await c.suspendSchedule(n);
   assert.deepEqual([s.suspend, s.nextScheduleTime], [true, undefined]);
