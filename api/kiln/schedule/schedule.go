@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	// The IANA time zone database, built in: Kiln's images have no /usr/share/zoneinfo, and
+	// a schedule's time zone must read the same in the operator, the API server and a test.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 )

@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	// The IANA time zone database, built in, for a schedule's next run in its own time zone
+	// on machines without one (Windows, minimal containers).
+	_ "time/tzdata"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
