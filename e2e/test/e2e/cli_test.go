@@ -99,7 +99,8 @@ var _ = Describe("kiln CLI", func() {
 		_, errOut, code = kilnCLI("", "wait", "cli-slow", "--for", "Complete", "--timeout", "2m")
 		Expect(code).To(Equal(3), errOut)
 		Expect(errOut).To(Equal("trainjob default/cli-slow Failed (DeadlineExceeded): TrainJob exceeded its active deadline\n"))
-		out, _, _ = kilnCLI("", "get", "cli-slow", "-o", "wide")
+		out, errOut, code = kilnCLI("", "get", "cli-slow", "-o", "wide")
+		Expect(code).To(Equal(0), errOut)
 		Expect(out).To(MatchRegexp(`(?m)^cli-slow\t.*\tFailed\t.*\tDeadlineExceeded\t`))
 	})
 

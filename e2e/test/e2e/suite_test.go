@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 var (
@@ -55,6 +57,29 @@ var _ = BeforeSuite(func() {
 	EnforceDefaultTimeoutsWhenUsingContexts()
 	SetDefaultEventuallyTimeout(90 * time.Second)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+})
+
+// When a spec fails on the chart's install, the Kiln, JobSet and Kueue pods that restarted
+// (and why their last container ended) go into its output: a failure a crashed component
+// explains says so.
+var _ = JustAfterEach(func(ctx context.Context) {
+	if !CurrentSpecReport().Failed() || os.Getenv(platform.EnvInstall) != string(platform.InstallChart) || k8s == nil {
+		return
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(platform.APIServerNamespace)); err != nil {
+		GinkgoWriter.Printf("listing the pods of %s: %v\n", platform.APIServerNamespace, err)
+		return
+	}
+	for _, pod := range pods.Items {
+		for _, cs := range pod.Status.ContainerStatuses {
+			line := fmt.Sprintf("pod %s container %s: ready=%t restarts=%d", pod.Name, cs.Name, cs.Ready, cs.RestartCount)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				line += fmt.Sprintf(", last ended %s: %s (exit %d) %s", t.FinishedAt.UTC().Format(time.RFC3339), t.Reason, t.ExitCode, t.Message)
+			}
+			GinkgoWriter.Println(line)
+		}
+	}
 })
 
 // newNamespace creates a namespace for one spec and deletes it afterwards.
