@@ -397,6 +397,42 @@ type TrainJobStatus struct {
 	// CompletionTime is when Complete or Failed turned True.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Restarts counts the restarts of all the job's pods together by its runtime's
+	// failure policy (the JobSet's failurePolicy), and says why the last one happened.
+	// Set once the job runs with a failure policy. A Kiln addition.
+	// +optional
+	Restarts *RestartsStatus `json:"restarts,omitempty"`
+}
+
+// RestartsStatus counts the restarts of a TrainJob's pods as a group.
+type RestartsStatus struct {
+	// Count is how many times all the job's pods were restarted together.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Count int32 `json:"count"`
+	// CountedTowardsMax are those of Count that counted against MaxRestarts: a disruption
+	// (matched by a RestartJobSetAndIgnoreMaxRestarts rule of the runtime) does not.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	CountedTowardsMax int32 `json:"countedTowardsMax"`
+	// MaxRestarts is the runtime's failurePolicy.maxRestarts: the counted restarts allowed
+	// before a failure fails the job.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	MaxRestarts int32 `json:"maxRestarts"`
+	// LastReason is why the last restart happened: the name of the runtime's failure
+	// policy rule that matched the failure (e.g. Disruption), or Failure when none did.
+	// +kubebuilder:validation:MaxLength=316
+	// +optional
+	LastReason string `json:"lastReason,omitempty"`
+	// LastMessage says what the last restart did and which job failed first.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	LastMessage string `json:"lastMessage,omitempty"`
+	// LastRestartTime is when the last restart began.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 }
 
 // JobStatus counts the pods' Jobs of one replicated job.

@@ -141,6 +141,12 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 		})
 	}
 	st.Conditions = conditions(tj.Status.Conditions)
+	if r := tj.Status.Restarts; r != nil {
+		st.Restarts = &kilnv1.Restarts{
+			Count: r.Count, CountedTowardsMax: r.CountedTowardsMax, MaxRestarts: r.MaxRestarts,
+			LastReason: r.LastReason, LastMessage: r.LastMessage, LastRestartTime: timestamp(r.LastRestartTime),
+		}
+	}
 	return st
 }
 

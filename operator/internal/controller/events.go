@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ const (
 	ReasonRenderFailed    = "RenderFailed"
 	ReasonTTLExpired      = "TTLExpired"
 	ReasonJobSetRetrying  = "JobSetRetrying"
+	ReasonRestarted       = "Restarted"
 )
 
 // event is recorded once the status write that it describes succeeded.
@@ -64,5 +66,26 @@ func transitions(before, after *trainer.TrainJobStatus) []event {
 	if c := turned(trainer.TrainJobFailed, metav1.ConditionTrue, ""); c != nil && !slices.Contains(ownEvents, c.Reason) {
 		evs = append(evs, event{corev1.EventTypeWarning, ReasonFailed, "TrainJob failed: " + c.Message})
 	}
+	if e := restarted(before.Restarts, after.Restarts); e != nil {
+		evs = append(evs, *e)
+	}
 	return evs
+}
+
+// restarted is the event of a new restart of the job's pods, with its reason and how much
+// of the failure budget is left.
+func restarted(before, after *trainer.RestartsStatus) *event {
+	if after == nil || after.Count == 0 || (before != nil && before.Count >= after.Count) {
+		return nil
+	}
+	var counted int32
+	if before != nil {
+		counted = before.CountedTowardsMax
+	}
+	budget := "not counted against maxRestarts"
+	if after.CountedTowardsMax > counted {
+		budget = "counted against maxRestarts"
+	}
+	return &event{corev1.EventTypeWarning, ReasonRestarted, fmt.Sprintf("restarting all pods (restart %d; %s, %d of %d used): %s: %s",
+		after.Count, budget, after.CountedTowardsMax, after.MaxRestarts, after.LastReason, after.LastMessage)}
 }

@@ -41,3 +41,28 @@ func TestTransitions(t *testing.T) {
 		})
 	}
 }
+
+func TestRestartedEvent(t *testing.T) {
+	disrupted := &trainer.RestartsStatus{Count: 1, CountedTowardsMax: 0, MaxRestarts: 3, LastReason: "Disruption", LastMessage: "applying RestartJobSetAndIgnoreMaxRestarts failure policy action (first failed job: job-node-1)"}
+	crashed := &trainer.RestartsStatus{Count: 2, CountedTowardsMax: 1, MaxRestarts: 3, LastReason: "Failure", LastMessage: "applying RestartJobSet failure policy action (first failed job: job-node-0)"}
+	for name, tc := range map[string]struct {
+		before, after *trainer.RestartsStatus
+		want          string
+	}{
+		"no restarts":          {after: &trainer.RestartsStatus{MaxRestarts: 3}},
+		"the same restart":     {before: disrupted, after: disrupted},
+		"a disruption":         {after: disrupted, want: "restarting all pods (restart 1; not counted against maxRestarts, 0 of 3 used): Disruption: applying RestartJobSetAndIgnoreMaxRestarts failure policy action (first failed job: job-node-1)"},
+		"then a counted crash": {before: disrupted, after: crashed, want: "restarting all pods (restart 2; counted against maxRestarts, 1 of 3 used): Failure: applying RestartJobSet failure policy action (first failed job: job-node-0)"},
+		"a JobSet made anew":   {before: crashed, after: &trainer.RestartsStatus{MaxRestarts: 3}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if e := restarted(tc.before, tc.after); e != nil {
+				got = e.kind + " " + e.reason + " " + e.note
+			}
+			if want := map[bool]string{true: "", false: "Warning Restarted " + tc.want}[tc.want == ""]; got != want {
+				t.Errorf("event %q, want %q", got, want)
+			}
+		})
+	}
+}

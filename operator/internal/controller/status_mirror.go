@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,6 +40,7 @@ func observe(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) *trainer.TrainJobS
 				Suspended: ptr.To(rj.Suspended),
 			})
 		}
+		st.Restarts = observeRestarts(st.Restarts, js)
 		if !finished(st) {
 			for _, jsType := range []struct{ from, to string }{
 				{string(jobsetv1alpha2.JobSetCompleted), trainer.TrainJobComplete},
@@ -46,7 +48,7 @@ func observe(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) *trainer.TrainJobS
 			} {
 				if c := meta.FindStatusCondition(js.Status.Conditions, jsType.from); c != nil && c.Status == metav1.ConditionTrue {
 					meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-						Type: jsType.to, Status: metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, ObservedGeneration: tj.Generation,
+						Type: jsType.to, Status: metav1.ConditionTrue, Reason: c.Reason, Message: failureMessage(c, st.Restarts), ObservedGeneration: tj.Generation,
 					})
 				}
 			}
@@ -55,6 +57,89 @@ func observe(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) *trainer.TrainJobS
 	suspensionCondition(tj, st)
 	orderConditions(st.Conditions)
 	return st
+}
+
+// Reasons of a restart and of a failure of the JobSet's failure policy (JobSet's own words).
+const (
+	// RestartReasonFailure is a restart that no rule of the failure policy matched: a crash,
+	// counted against maxRestarts.
+	RestartReasonFailure = "Failure"
+	// RestartReasonUncounted is a restart that a rule not counting against maxRestarts made,
+	// when which one is not known.
+	RestartReasonUncounted = "Uncounted"
+	// ReasonReachedMaxRestarts fails a job that failed again after maxRestarts counted restarts.
+	ReasonReachedMaxRestarts = "ReachedMaxRestarts"
+	// ReasonFailJobSet fails a job at once: a rule FailJobSet matched (a non-retriable failure).
+	ReasonFailJobSet = "FailJobSetFailurePolicyAction"
+
+	jobSetRuleReasonPrefix    = "FailurePolicy_"
+	jobSetDefaultPolicyReason = "DefaultFailurePolicy"
+)
+
+// observeRestarts mirrors the JobSet's restart counters, and while it is restarting, the
+// failure policy rule that restarted it. prev is the TrainJob's stored status: the reason
+// of an earlier restart stays until the next one.
+func observeRestarts(prev *trainer.RestartsStatus, js *jobsetv1alpha2.JobSet) *trainer.RestartsStatus {
+	fp := js.Spec.FailurePolicy
+	if fp == nil && js.Status.Restarts == 0 {
+		return prev
+	}
+	out := &trainer.RestartsStatus{Count: js.Status.Restarts, CountedTowardsMax: js.Status.RestartsCountTowardsMax}
+	var rules []jobsetv1alpha2.FailurePolicyRule
+	if fp != nil {
+		out.MaxRestarts, rules = fp.MaxRestarts, fp.Rules
+	}
+	if prev != nil && prev.Count == out.Count {
+		out.LastReason, out.LastMessage, out.LastRestartTime = prev.LastReason, prev.LastMessage, prev.LastRestartTime
+		return out
+	}
+	if out.Count == 0 {
+		return out
+	}
+	// A new restart: JobSet says why in its RestartingJobSet condition, True until the new
+	// pods are ready.
+	if c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetRestarting)); c != nil && c.Status == metav1.ConditionTrue {
+		out.LastReason, out.LastMessage, out.LastRestartTime = RestartReasonFailure, c.Message, c.LastTransitionTime.DeepCopy()
+		if rule, ok := strings.CutPrefix(c.Reason, jobSetRuleReasonPrefix); ok {
+			out.LastReason = rule
+		}
+		return out
+	}
+	// Seen only once the new pods were ready (a busy operator): the counters tell a counted
+	// restart (a failure) from an uncounted one, whose rule is the runtime's only rule that
+	// does not count, if it has just one.
+	var prevCounted int32
+	if prev != nil {
+		prevCounted = prev.CountedTowardsMax
+	}
+	out.LastReason = RestartReasonFailure
+	if out.CountedTowardsMax == prevCounted {
+		out.LastReason = RestartReasonUncounted
+		var uncounted []string
+		for _, r := range rules {
+			if r.Action == jobsetv1alpha2.RestartJobSetAndIgnoreMaxRestarts {
+				uncounted = append(uncounted, r.Name)
+			}
+		}
+		if len(uncounted) == 1 {
+			out.LastReason = uncounted[0]
+		}
+	}
+	out.LastMessage = fmt.Sprintf("restart %d, seen after the new pods started (JobSet's reason for it was gone)", out.Count)
+	return out
+}
+
+// failureMessage is the message of the JobSet's Failed condition c, saying what a failure
+// of its failure policy means for the job.
+func failureMessage(c *metav1.Condition, rs *trainer.RestartsStatus) string {
+	switch {
+	case c.Reason == ReasonReachedMaxRestarts && rs != nil:
+		return fmt.Sprintf("failed again after %d restarts counted against its runtime's failurePolicy.maxRestarts (%d), so it is not restarted: %s",
+			rs.CountedTowardsMax, rs.MaxRestarts, c.Message)
+	case c.Reason == ReasonFailJobSet:
+		return "failed with a failure its runtime's failure policy does not retry (a FailJobSet rule, e.g. a non-retriable exit code): " + c.Message
+	}
+	return c.Message
 }
 
 // runtimeAvailability fails the job while its runtime is missing (applyErr says so), and

@@ -105,3 +105,82 @@ func TestRuntimeAvailability(t *testing.T) {
 		})
 	}
 }
+
+func TestObserveRestarts(t *testing.T) {
+	job := kilntesting.MakeTrainJob("job", "ns").Obj()
+	at := metav1.NewTime(metav1.Now().Rfc3339Copy().Time)
+	withPolicy := func(restarts, counted int32, conds ...metav1.Condition) *jobsetv1alpha2.JobSet {
+		js := kilntesting.MakeJobSet(job).Obj()
+		js.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{MaxRestarts: 3}
+		js.Status.Restarts, js.Status.RestartsCountTowardsMax = restarts, counted
+		js.Status.Conditions = conds
+		return js
+	}
+	restarting := func(reason string) metav1.Condition {
+		return metav1.Condition{Type: string(jobsetv1alpha2.JobSetRestarting), Status: metav1.ConditionTrue, Reason: reason,
+			Message: "applying a failure policy action (first failed job: job-node-1)", LastTransitionTime: at}
+	}
+	const seenLate = "restart 1, seen after the new pods started (JobSet's reason for it was gone)"
+	earlier := &trainer.RestartsStatus{Count: 1, CountedTowardsMax: 0, MaxRestarts: 3, LastReason: "Disruption", LastMessage: "before", LastRestartTime: &at}
+	for name, tc := range map[string]struct {
+		prev *trainer.RestartsStatus
+		js   *jobsetv1alpha2.JobSet
+		want *trainer.RestartsStatus
+	}{
+		"no failure policy, no restarts: nothing to say":   {js: kilntesting.MakeJobSet(job).Obj()},
+		"a failure policy: the budget, before any restart": {js: withPolicy(0, 0), want: &trainer.RestartsStatus{MaxRestarts: 3}},
+		"a disruption rule restarted it": {
+			js:   withPolicy(1, 0, restarting("FailurePolicy_Disruption")),
+			want: &trainer.RestartsStatus{Count: 1, MaxRestarts: 3, LastReason: "Disruption", LastMessage: "applying a failure policy action (first failed job: job-node-1)", LastRestartTime: &at},
+		},
+		"no rule matched: a counted failure": {
+			prev: earlier,
+			js:   withPolicy(2, 1, restarting("DefaultFailurePolicy")),
+			want: &trainer.RestartsStatus{Count: 2, CountedTowardsMax: 1, MaxRestarts: 3, LastReason: "Failure", LastMessage: "applying a failure policy action (first failed job: job-node-1)", LastRestartTime: &at},
+		},
+		"the same restart again: its reason stays once the JobSet is ready": {
+			prev: earlier,
+			js:   withPolicy(1, 0, metav1.Condition{Type: string(jobsetv1alpha2.JobSetRestarting), Status: metav1.ConditionFalse, Reason: "JobsReady"}),
+			want: earlier,
+		},
+		"a restart seen only after it finished: counted, a failure": {
+			js:   withPolicy(1, 1),
+			want: &trainer.RestartsStatus{Count: 1, CountedTowardsMax: 1, MaxRestarts: 3, LastReason: "Failure", LastMessage: seenLate},
+		},
+		"a restart seen only after it finished: uncounted, the runtime's one rule that does not count": {
+			js: func() *jobsetv1alpha2.JobSet {
+				js := withPolicy(1, 0)
+				js.Spec.FailurePolicy.Rules = []jobsetv1alpha2.FailurePolicyRule{
+					{Name: "Disruption", Action: jobsetv1alpha2.RestartJobSetAndIgnoreMaxRestarts}, {Name: "NonRetriable", Action: jobsetv1alpha2.FailJobSet},
+				}
+				return js
+			}(),
+			want: &trainer.RestartsStatus{Count: 1, MaxRestarts: 3, LastReason: "Disruption", LastMessage: seenLate},
+		},
+		"a restart seen only after it finished: uncounted, by a rule unknown": {
+			js:   withPolicy(1, 0),
+			want: &trainer.RestartsStatus{Count: 1, MaxRestarts: 3, LastReason: "Uncounted", LastMessage: seenLate},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, observeRestarts(tc.prev, tc.js)); diff != "" {
+				t.Errorf("restarts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFailureMessage(t *testing.T) {
+	rs := &trainer.RestartsStatus{Count: 1, CountedTowardsMax: 1, MaxRestarts: 1}
+	for _, tc := range []struct {
+		reason, want string
+	}{
+		{ReasonReachedMaxRestarts, "failed again after 1 restarts counted against its runtime's failurePolicy.maxRestarts (1), so it is not restarted: msg"},
+		{ReasonFailJobSet, "failed with a failure its runtime's failure policy does not retry (a FailJobSet rule, e.g. a non-retriable exit code): msg"},
+		{"FailedJobs", "msg"},
+	} {
+		if got := failureMessage(&metav1.Condition{Reason: tc.reason, Message: "msg"}, rs); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.reason, got, tc.want)
+		}
+	}
+}

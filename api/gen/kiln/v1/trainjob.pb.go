@@ -614,9 +614,12 @@ type TrainJobStatus struct {
 	// queue is where a job queued in Kueue waits.
 	Queue *QueuePosition `protobuf:"bytes,10,opt,name=queue,proto3" json:"queue,omitempty"`
 	// steps are the job's pods, one per node and initializer (GetTrainJob only).
-	Steps         []*Step                `protobuf:"bytes,11,rep,name=steps,proto3" json:"steps,omitempty"`
-	Jobs          []*ReplicatedJobStatus `protobuf:"bytes,12,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	Conditions    []*Condition           `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Steps      []*Step                `protobuf:"bytes,11,rep,name=steps,proto3" json:"steps,omitempty"`
+	Jobs       []*ReplicatedJobStatus `protobuf:"bytes,12,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Conditions []*Condition           `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// restarts counts the restarts of all the job's pods together by its runtime's failure
+	// policy; unset when the job runs without one.
+	Restarts      *Restarts `protobuf:"bytes,14,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +745,103 @@ func (x *TrainJobStatus) GetConditions() []*Condition {
 	return nil
 }
 
+func (x *TrainJobStatus) GetRestarts() *Restarts {
+	if x != nil {
+		return x.Restarts
+	}
+	return nil
+}
+
+// Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
+// policy), and says why the last one happened.
+type Restarts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Count int32                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// counted_towards_max are the restarts that counted against max_restarts; disruptions
+	// (spot reclaims, evictions, drains) do not count.
+	CountedTowardsMax int32 `protobuf:"varint,2,opt,name=counted_towards_max,json=countedTowardsMax,proto3" json:"counted_towards_max,omitempty"`
+	MaxRestarts       int32 `protobuf:"varint,3,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	// last_reason is the failure policy rule that matched the last failure (e.g. Disruption),
+	// or Failure when none did.
+	LastReason      string                 `protobuf:"bytes,4,opt,name=last_reason,json=lastReason,proto3" json:"last_reason,omitempty"`
+	LastMessage     string                 `protobuf:"bytes,5,opt,name=last_message,json=lastMessage,proto3" json:"last_message,omitempty"`
+	LastRestartTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_restart_time,json=lastRestartTime,proto3" json:"last_restart_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Restarts) Reset() {
+	*x = Restarts{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restarts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restarts) ProtoMessage() {}
+
+func (x *Restarts) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restarts.ProtoReflect.Descriptor instead.
+func (*Restarts) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Restarts) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Restarts) GetCountedTowardsMax() int32 {
+	if x != nil {
+		return x.CountedTowardsMax
+	}
+	return 0
+}
+
+func (x *Restarts) GetMaxRestarts() int32 {
+	if x != nil {
+		return x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *Restarts) GetLastReason() string {
+	if x != nil {
+		return x.LastReason
+	}
+	return ""
+}
+
+func (x *Restarts) GetLastMessage() string {
+	if x != nil {
+		return x.LastMessage
+	}
+	return ""
+}
+
+func (x *Restarts) GetLastRestartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRestartTime
+	}
+	return nil
+}
+
 // QueuePosition is where a job waits in Kueue.
 type QueuePosition struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -759,7 +859,7 @@ type QueuePosition struct {
 
 func (x *QueuePosition) Reset() {
 	*x = QueuePosition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +871,7 @@ func (x *QueuePosition) String() string {
 func (*QueuePosition) ProtoMessage() {}
 
 func (x *QueuePosition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +884,7 @@ func (x *QueuePosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePosition.ProtoReflect.Descriptor instead.
 func (*QueuePosition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueuePosition) GetLocalQueue() string {
@@ -853,7 +953,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +965,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +978,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Step) GetName() string {
@@ -977,7 +1077,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1089,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1102,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Device) GetResource() string {
@@ -1034,7 +1134,7 @@ type ReplicatedJobStatus struct {
 
 func (x *ReplicatedJobStatus) Reset() {
 	*x = ReplicatedJobStatus{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1146,7 @@ func (x *ReplicatedJobStatus) String() string {
 func (*ReplicatedJobStatus) ProtoMessage() {}
 
 func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1159,7 @@ func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatedJobStatus.ProtoReflect.Descriptor instead.
 func (*ReplicatedJobStatus) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicatedJobStatus) GetName() string {
@@ -1120,7 +1220,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1232,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1245,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Condition) GetType() string {
@@ -1205,7 +1305,7 @@ type NewTrainJob struct {
 
 func (x *NewTrainJob) Reset() {
 	*x = NewTrainJob{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1317,7 @@ func (x *NewTrainJob) String() string {
 func (*NewTrainJob) ProtoMessage() {}
 
 func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1330,7 @@ func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewTrainJob.ProtoReflect.Descriptor instead.
 func (*NewTrainJob) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NewTrainJob) GetName() string {
@@ -1290,7 +1390,7 @@ type CreateTrainJobRequest struct {
 
 func (x *CreateTrainJobRequest) Reset() {
 	*x = CreateTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1402,7 @@ func (x *CreateTrainJobRequest) String() string {
 func (*CreateTrainJobRequest) ProtoMessage() {}
 
 func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1415,7 @@ func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTrainJobRequest) GetNamespace() string {
@@ -1394,7 +1494,7 @@ type CreateTrainJobResponse struct {
 
 func (x *CreateTrainJobResponse) Reset() {
 	*x = CreateTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1506,7 @@ func (x *CreateTrainJobResponse) String() string {
 func (*CreateTrainJobResponse) ProtoMessage() {}
 
 func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1519,7 @@ func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1455,7 +1555,7 @@ type GetTrainJobRequest struct {
 
 func (x *GetTrainJobRequest) Reset() {
 	*x = GetTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1567,7 @@ func (x *GetTrainJobRequest) String() string {
 func (*GetTrainJobRequest) ProtoMessage() {}
 
 func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1580,7 @@ func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*GetTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetTrainJobRequest) GetNamespace() string {
@@ -1514,7 +1614,7 @@ type GetTrainJobResponse struct {
 
 func (x *GetTrainJobResponse) Reset() {
 	*x = GetTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1626,7 @@ func (x *GetTrainJobResponse) String() string {
 func (*GetTrainJobResponse) ProtoMessage() {}
 
 func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1639,7 @@ func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*GetTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1576,7 +1676,7 @@ type ListTrainJobsRequest struct {
 
 func (x *ListTrainJobsRequest) Reset() {
 	*x = ListTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1688,7 @@ func (x *ListTrainJobsRequest) String() string {
 func (*ListTrainJobsRequest) ProtoMessage() {}
 
 func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1701,7 @@ func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTrainJobsRequest) GetNamespace() string {
@@ -1657,7 +1757,7 @@ type ListTrainJobsResponse struct {
 
 func (x *ListTrainJobsResponse) Reset() {
 	*x = ListTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1769,7 @@ func (x *ListTrainJobsResponse) String() string {
 func (*ListTrainJobsResponse) ProtoMessage() {}
 
 func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1782,7 @@ func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListTrainJobsResponse) GetTrainJobs() []*TrainJob {
@@ -1717,7 +1817,7 @@ type WatchTrainJobsRequest struct {
 
 func (x *WatchTrainJobsRequest) Reset() {
 	*x = WatchTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1829,7 @@ func (x *WatchTrainJobsRequest) String() string {
 func (*WatchTrainJobsRequest) ProtoMessage() {}
 
 func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1842,7 @@ func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchTrainJobsRequest) GetNamespace() string {
@@ -1800,7 +1900,7 @@ type WatchTrainJobsResponse struct {
 
 func (x *WatchTrainJobsResponse) Reset() {
 	*x = WatchTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1912,7 @@ func (x *WatchTrainJobsResponse) String() string {
 func (*WatchTrainJobsResponse) ProtoMessage() {}
 
 func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1925,7 @@ func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchTrainJobsResponse) GetType() WatchEventType {
@@ -1859,7 +1959,7 @@ type SuspendTrainJobRequest struct {
 
 func (x *SuspendTrainJobRequest) Reset() {
 	*x = SuspendTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1971,7 @@ func (x *SuspendTrainJobRequest) String() string {
 func (*SuspendTrainJobRequest) ProtoMessage() {}
 
 func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1984,7 @@ func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SuspendTrainJobRequest) GetNamespace() string {
@@ -1910,7 +2010,7 @@ type SuspendTrainJobResponse struct {
 
 func (x *SuspendTrainJobResponse) Reset() {
 	*x = SuspendTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2022,7 @@ func (x *SuspendTrainJobResponse) String() string {
 func (*SuspendTrainJobResponse) ProtoMessage() {}
 
 func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2035,7 @@ func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SuspendTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1955,7 +2055,7 @@ type ResumeTrainJobRequest struct {
 
 func (x *ResumeTrainJobRequest) Reset() {
 	*x = ResumeTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2067,7 @@ func (x *ResumeTrainJobRequest) String() string {
 func (*ResumeTrainJobRequest) ProtoMessage() {}
 
 func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2080,7 @@ func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeTrainJobRequest) GetNamespace() string {
@@ -2006,7 +2106,7 @@ type ResumeTrainJobResponse struct {
 
 func (x *ResumeTrainJobResponse) Reset() {
 	*x = ResumeTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2118,7 @@ func (x *ResumeTrainJobResponse) String() string {
 func (*ResumeTrainJobResponse) ProtoMessage() {}
 
 func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2131,7 @@ func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeTrainJobResponse) GetTrainJob() *TrainJob {
@@ -2051,7 +2151,7 @@ type DeleteTrainJobRequest struct {
 
 func (x *DeleteTrainJobRequest) Reset() {
 	*x = DeleteTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2163,7 @@ func (x *DeleteTrainJobRequest) String() string {
 func (*DeleteTrainJobRequest) ProtoMessage() {}
 
 func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2176,7 @@ func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteTrainJobRequest) GetNamespace() string {
@@ -2101,7 +2201,7 @@ type DeleteTrainJobResponse struct {
 
 func (x *DeleteTrainJobResponse) Reset() {
 	*x = DeleteTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2213,7 @@ func (x *DeleteTrainJobResponse) String() string {
 func (*DeleteTrainJobResponse) ProtoMessage() {}
 
 func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2226,7 @@ func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
 }
 
 type StreamLogsRequest struct {
@@ -2152,7 +2252,7 @@ type StreamLogsRequest struct {
 
 func (x *StreamLogsRequest) Reset() {
 	*x = StreamLogsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2264,7 @@ func (x *StreamLogsRequest) String() string {
 func (*StreamLogsRequest) ProtoMessage() {}
 
 func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2277,7 @@ func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamLogsRequest) GetNamespace() string {
@@ -2245,7 +2345,7 @@ type StreamLogsResponse struct {
 
 func (x *StreamLogsResponse) Reset() {
 	*x = StreamLogsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2357,7 @@ func (x *StreamLogsResponse) String() string {
 func (*StreamLogsResponse) ProtoMessage() {}
 
 func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2370,7 @@ func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
 func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamLogsResponse) GetLines() []*LogLine {
@@ -2294,7 +2394,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2406,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2419,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LogLine) GetStep() string {
@@ -2367,7 +2467,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2479,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2492,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -2419,7 +2519,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2531,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2544,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2474,7 +2574,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2586,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2599,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Event) GetType() string {
@@ -2612,7 +2712,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x17active_deadline_seconds\x18\x0f \x01(\x03H\x00R\x15activeDeadlineSeconds\x88\x01\x01\x12@\n" +
 	"\x1attl_seconds_after_finished\x18\x10 \x01(\x05H\x01R\x17ttlSecondsAfterFinished\x88\x01\x01B\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\xe0\x05\n" +
+	"\x1b_ttl_seconds_after_finished\"\x8f\x06\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -2630,9 +2730,18 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x04jobs\x18\f \x03(\v2\x1c.kiln.v1.ReplicatedJobStatusR\x04jobs\x122\n" +
 	"\n" +
 	"conditions\x18\r \x03(\v2\x12.kiln.v1.ConditionR\n" +
-	"conditionsB\x1a\n" +
+	"conditions\x12-\n" +
+	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestartsB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
 	"\x1b_ttl_seconds_after_finished\"\xff\x01\n" +
+	"\bRestarts\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12.\n" +
+	"\x13counted_towards_max\x18\x02 \x01(\x05R\x11countedTowardsMax\x12!\n" +
+	"\fmax_restarts\x18\x03 \x01(\x05R\vmaxRestarts\x12\x1f\n" +
+	"\vlast_reason\x18\x04 \x01(\tR\n" +
+	"lastReason\x12!\n" +
+	"\flast_message\x18\x05 \x01(\tR\vlastMessage\x12F\n" +
+	"\x11last_restart_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRestartTime\"\xff\x01\n" +
 	"\rQueuePosition\x12\x1f\n" +
 	"\vlocal_queue\x18\x01 \x01(\tR\n" +
 	"localQueue\x12#\n" +
@@ -2825,7 +2934,7 @@ func file_kiln_v1_trainjob_proto_rawDescGZIP() []byte {
 }
 
 var file_kiln_v1_trainjob_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_kiln_v1_trainjob_proto_goTypes = []any{
 	(RuntimeKind)(0),                // 0: kiln.v1.RuntimeKind
 	(State)(0),                      // 1: kiln.v1.State
@@ -2835,103 +2944,106 @@ var file_kiln_v1_trainjob_proto_goTypes = []any{
 	(*Resources)(nil),               // 5: kiln.v1.Resources
 	(*TrainJobSpec)(nil),            // 6: kiln.v1.TrainJobSpec
 	(*TrainJobStatus)(nil),          // 7: kiln.v1.TrainJobStatus
-	(*QueuePosition)(nil),           // 8: kiln.v1.QueuePosition
-	(*Step)(nil),                    // 9: kiln.v1.Step
-	(*Device)(nil),                  // 10: kiln.v1.Device
-	(*ReplicatedJobStatus)(nil),     // 11: kiln.v1.ReplicatedJobStatus
-	(*Condition)(nil),               // 12: kiln.v1.Condition
-	(*NewTrainJob)(nil),             // 13: kiln.v1.NewTrainJob
-	(*CreateTrainJobRequest)(nil),   // 14: kiln.v1.CreateTrainJobRequest
-	(*CreateTrainJobResponse)(nil),  // 15: kiln.v1.CreateTrainJobResponse
-	(*GetTrainJobRequest)(nil),      // 16: kiln.v1.GetTrainJobRequest
-	(*GetTrainJobResponse)(nil),     // 17: kiln.v1.GetTrainJobResponse
-	(*ListTrainJobsRequest)(nil),    // 18: kiln.v1.ListTrainJobsRequest
-	(*ListTrainJobsResponse)(nil),   // 19: kiln.v1.ListTrainJobsResponse
-	(*WatchTrainJobsRequest)(nil),   // 20: kiln.v1.WatchTrainJobsRequest
-	(*WatchTrainJobsResponse)(nil),  // 21: kiln.v1.WatchTrainJobsResponse
-	(*SuspendTrainJobRequest)(nil),  // 22: kiln.v1.SuspendTrainJobRequest
-	(*SuspendTrainJobResponse)(nil), // 23: kiln.v1.SuspendTrainJobResponse
-	(*ResumeTrainJobRequest)(nil),   // 24: kiln.v1.ResumeTrainJobRequest
-	(*ResumeTrainJobResponse)(nil),  // 25: kiln.v1.ResumeTrainJobResponse
-	(*DeleteTrainJobRequest)(nil),   // 26: kiln.v1.DeleteTrainJobRequest
-	(*DeleteTrainJobResponse)(nil),  // 27: kiln.v1.DeleteTrainJobResponse
-	(*StreamLogsRequest)(nil),       // 28: kiln.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),      // 29: kiln.v1.StreamLogsResponse
-	(*LogLine)(nil),                 // 30: kiln.v1.LogLine
-	(*ListEventsRequest)(nil),       // 31: kiln.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),      // 32: kiln.v1.ListEventsResponse
-	(*Event)(nil),                   // 33: kiln.v1.Event
-	nil,                             // 34: kiln.v1.TrainJob.LabelsEntry
-	nil,                             // 35: kiln.v1.TrainJob.AnnotationsEntry
-	nil,                             // 36: kiln.v1.Resources.RequestsEntry
-	nil,                             // 37: kiln.v1.Resources.LimitsEntry
-	nil,                             // 38: kiln.v1.NewTrainJob.LabelsEntry
-	nil,                             // 39: kiln.v1.NewTrainJob.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),   // 40: google.protobuf.Timestamp
+	(*Restarts)(nil),                // 8: kiln.v1.Restarts
+	(*QueuePosition)(nil),           // 9: kiln.v1.QueuePosition
+	(*Step)(nil),                    // 10: kiln.v1.Step
+	(*Device)(nil),                  // 11: kiln.v1.Device
+	(*ReplicatedJobStatus)(nil),     // 12: kiln.v1.ReplicatedJobStatus
+	(*Condition)(nil),               // 13: kiln.v1.Condition
+	(*NewTrainJob)(nil),             // 14: kiln.v1.NewTrainJob
+	(*CreateTrainJobRequest)(nil),   // 15: kiln.v1.CreateTrainJobRequest
+	(*CreateTrainJobResponse)(nil),  // 16: kiln.v1.CreateTrainJobResponse
+	(*GetTrainJobRequest)(nil),      // 17: kiln.v1.GetTrainJobRequest
+	(*GetTrainJobResponse)(nil),     // 18: kiln.v1.GetTrainJobResponse
+	(*ListTrainJobsRequest)(nil),    // 19: kiln.v1.ListTrainJobsRequest
+	(*ListTrainJobsResponse)(nil),   // 20: kiln.v1.ListTrainJobsResponse
+	(*WatchTrainJobsRequest)(nil),   // 21: kiln.v1.WatchTrainJobsRequest
+	(*WatchTrainJobsResponse)(nil),  // 22: kiln.v1.WatchTrainJobsResponse
+	(*SuspendTrainJobRequest)(nil),  // 23: kiln.v1.SuspendTrainJobRequest
+	(*SuspendTrainJobResponse)(nil), // 24: kiln.v1.SuspendTrainJobResponse
+	(*ResumeTrainJobRequest)(nil),   // 25: kiln.v1.ResumeTrainJobRequest
+	(*ResumeTrainJobResponse)(nil),  // 26: kiln.v1.ResumeTrainJobResponse
+	(*DeleteTrainJobRequest)(nil),   // 27: kiln.v1.DeleteTrainJobRequest
+	(*DeleteTrainJobResponse)(nil),  // 28: kiln.v1.DeleteTrainJobResponse
+	(*StreamLogsRequest)(nil),       // 29: kiln.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),      // 30: kiln.v1.StreamLogsResponse
+	(*LogLine)(nil),                 // 31: kiln.v1.LogLine
+	(*ListEventsRequest)(nil),       // 32: kiln.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),      // 33: kiln.v1.ListEventsResponse
+	(*Event)(nil),                   // 34: kiln.v1.Event
+	nil,                             // 35: kiln.v1.TrainJob.LabelsEntry
+	nil,                             // 36: kiln.v1.TrainJob.AnnotationsEntry
+	nil,                             // 37: kiln.v1.Resources.RequestsEntry
+	nil,                             // 38: kiln.v1.Resources.LimitsEntry
+	nil,                             // 39: kiln.v1.NewTrainJob.LabelsEntry
+	nil,                             // 40: kiln.v1.NewTrainJob.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),   // 41: google.protobuf.Timestamp
 }
 var file_kiln_v1_trainjob_proto_depIdxs = []int32{
-	40, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
-	34, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
-	35, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
+	41, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
+	35, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
+	36, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
 	6,  // 3: kiln.v1.TrainJob.spec:type_name -> kiln.v1.TrainJobSpec
 	7,  // 4: kiln.v1.TrainJob.status:type_name -> kiln.v1.TrainJobStatus
-	36, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
-	37, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
+	37, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
+	38, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
 	0,  // 7: kiln.v1.TrainJobSpec.runtime_kind:type_name -> kiln.v1.RuntimeKind
 	4,  // 8: kiln.v1.TrainJobSpec.env:type_name -> kiln.v1.EnvVar
 	5,  // 9: kiln.v1.TrainJobSpec.resources_per_node:type_name -> kiln.v1.Resources
 	1,  // 10: kiln.v1.TrainJobStatus.state:type_name -> kiln.v1.State
-	40, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
-	40, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	40, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
-	40, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
-	8,  // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
-	9,  // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
-	11, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
-	12, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
-	10, // 19: kiln.v1.Step.devices:type_name -> kiln.v1.Device
-	40, // 20: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
-	40, // 21: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	38, // 22: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
-	39, // 23: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
-	6,  // 24: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
-	13, // 25: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
-	3,  // 26: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 27: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	1,  // 28: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
-	3,  // 29: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
-	2,  // 30: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
-	3,  // 31: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 32: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 33: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	30, // 34: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
-	40, // 35: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	33, // 36: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
-	40, // 37: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
-	40, // 38: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
-	14, // 39: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
-	16, // 40: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
-	18, // 41: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
-	20, // 42: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
-	22, // 43: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
-	24, // 44: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
-	26, // 45: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
-	28, // 46: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
-	31, // 47: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
-	15, // 48: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
-	17, // 49: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
-	19, // 50: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
-	21, // 51: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
-	23, // 52: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
-	25, // 53: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
-	27, // 54: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
-	29, // 55: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
-	32, // 56: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
-	48, // [48:57] is the sub-list for method output_type
-	39, // [39:48] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	41, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
+	41, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	41, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
+	41, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
+	9,  // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
+	10, // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
+	12, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
+	13, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
+	8,  // 19: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
+	41, // 20: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
+	11, // 21: kiln.v1.Step.devices:type_name -> kiln.v1.Device
+	41, // 22: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
+	41, // 23: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	39, // 24: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
+	40, // 25: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
+	6,  // 26: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
+	14, // 27: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
+	3,  // 28: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 29: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	1,  // 30: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
+	3,  // 31: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
+	2,  // 32: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
+	3,  // 33: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 34: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 35: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	31, // 36: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
+	41, // 37: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	34, // 38: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
+	41, // 39: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
+	41, // 40: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
+	15, // 41: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
+	17, // 42: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
+	19, // 43: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
+	21, // 44: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
+	23, // 45: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
+	25, // 46: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
+	27, // 47: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
+	29, // 48: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
+	32, // 49: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
+	16, // 50: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
+	18, // 51: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
+	20, // 52: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
+	22, // 53: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
+	24, // 54: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
+	26, // 55: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
+	28, // 56: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
+	30, // 57: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
+	33, // 58: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
+	50, // [50:59] is the sub-list for method output_type
+	41, // [41:50] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_kiln_v1_trainjob_proto_init() }
@@ -2941,19 +3053,19 @@ func file_kiln_v1_trainjob_proto_init() {
 	}
 	file_kiln_v1_trainjob_proto_msgTypes[3].OneofWrappers = []any{}
 	file_kiln_v1_trainjob_proto_msgTypes[4].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[6].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[11].OneofWrappers = []any{
+	file_kiln_v1_trainjob_proto_msgTypes[7].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[12].OneofWrappers = []any{
 		(*CreateTrainJobRequest_TrainJob)(nil),
 		(*CreateTrainJobRequest_Manifest)(nil),
 	}
-	file_kiln_v1_trainjob_proto_msgTypes[25].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_trainjob_proto_rawDesc), len(file_kiln_v1_trainjob_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -160,6 +160,16 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 	case st.TtlSecondsAfterFinished != nil:
 		field("TTL", fmt.Sprintf("deleted %s after it finishes", printer.Duration(time.Duration(st.GetTtlSecondsAfterFinished())*time.Second)))
 	}
+	if r := st.GetRestarts(); r != nil {
+		restarts := fmt.Sprintf("%d (%d of maxRestarts %d counted; disruptions do not count)", r.GetCount(), r.GetCountedTowardsMax(), r.GetMaxRestarts())
+		if r.GetLastReason() != "" {
+			restarts += ", last: " + r.GetLastReason()
+			if r.GetLastRestartTime() != nil {
+				restarts += " " + printer.Age(now, r.GetLastRestartTime().AsTime()) + " ago"
+			}
+		}
+		field("Restarts", restarts)
+	}
 
 	if len(st.GetSteps()) > 0 {
 		b.WriteString("\nSteps:\n")

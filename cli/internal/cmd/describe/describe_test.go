@@ -26,6 +26,8 @@ func running() *kilnv1.TrainJob {
 		StartTime: timestamppb.New(now.Add(-18 * time.Minute)), ActiveDeadlineSeconds: i64(3600), TtlSecondsAfterFinished: i32(86400),
 		DeadlineTime: timestamppb.New(now.Add(42 * time.Minute)),
 		Queue:        &kilnv1.QueuePosition{LocalQueue: "default", ClusterQueue: "cluster-queue", Admitted: true},
+		Restarts: &kilnv1.Restarts{Count: 2, CountedTowardsMax: 1, MaxRestarts: 3, LastReason: "Disruption",
+			LastMessage: "applying RestartJobSetAndIgnoreMaxRestarts failure policy action (first failed job: mnist-node-1)", LastRestartTime: timestamppb.New(now.Add(-3 * time.Minute))},
 		Steps: []*kilnv1.Step{
 			{Name: "node-0", Phase: "Running", Node: "kwok-gpu-0", Devices: []*kilnv1.Device{{Resource: "nvidia.com/gpu", Count: 8}}, StartTime: timestamppb.New(now.Add(-17 * time.Minute))},
 			{Name: "node-1", Phase: "Running", Node: "kwok-gpu-1", Devices: []*kilnv1.Device{{Resource: "nvidia.com/gpu", Count: 8}}, Restarts: 1, StartTime: timestamppb.New(now.Add(-3 * time.Minute))},

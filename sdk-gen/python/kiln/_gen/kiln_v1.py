@@ -58,6 +58,7 @@ __all__ = [
     "Resources",
     "TrainJobSpec",
     "TrainJobStatus",
+    "Restarts",
     "QueuePosition",
     "Step",
     "Device",
@@ -612,6 +613,27 @@ class TrainJobStatus(Message):
     steps: List[Step] = field(default_factory=list)
     jobs: List[ReplicatedJobStatus] = field(default_factory=list)
     conditions: List[Condition] = field(default_factory=list)
+    #: restarts counts the restarts of all the job's pods together by its runtime's failure
+    #: policy; unset when the job runs without one.
+    restarts: Optional[Restarts] = None
+
+
+@dataclass
+class Restarts(Message):
+    """Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
+    policy), and says why the last one happened.
+    """
+
+    count: int = 0
+    #: counted_towards_max are the restarts that counted against max_restarts; disruptions
+    #: (spot reclaims, evictions, drains) do not count.
+    counted_towards_max: int = 0
+    max_restarts: int = 0
+    #: last_reason is the failure policy rule that matched the last failure (e.g. Disruption),
+    #: or Failure when none did.
+    last_reason: str = ""
+    last_message: str = ""
+    last_restart_time: Optional[datetime] = None
 
 
 @dataclass
@@ -1140,6 +1162,15 @@ TrainJobStatus._fields = (
     Field("steps", "steps", Kind.MESSAGE, ref=Step, repeated=True),
     Field("jobs", "jobs", Kind.MESSAGE, ref=ReplicatedJobStatus, repeated=True),
     Field("conditions", "conditions", Kind.MESSAGE, ref=Condition, repeated=True),
+    Field("restarts", "restarts", Kind.MESSAGE, ref=Restarts),
+)
+Restarts._fields = (
+    Field("count", "count", Kind.INT32),
+    Field("counted_towards_max", "countedTowardsMax", Kind.INT32),
+    Field("max_restarts", "maxRestarts", Kind.INT32),
+    Field("last_reason", "lastReason", Kind.STRING),
+    Field("last_message", "lastMessage", Kind.STRING),
+    Field("last_restart_time", "lastRestartTime", Kind.TIMESTAMP),
 )
 QueuePosition._fields = (
     Field("local_queue", "localQueue", Kind.STRING),

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kiln/v1/trainjob.proto.
  */
 export const file_kiln_v1_trainjob: GenFile = /*@__PURE__*/
-  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLYAwoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQiwAQKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQiowEKDVF1ZXVlUG9zaXRpb24SEwoLbG9jYWxfcXVldWUYASABKAkSFQoNY2x1c3Rlcl9xdWV1ZRgCIAEoCRIfChdwb3NpdGlvbl9pbl9sb2NhbF9xdWV1ZRgDIAEoBRIhChlwb3NpdGlvbl9pbl9jbHVzdGVyX3F1ZXVlGAQgASgFEhAKCHdvcmtsb2FkGAUgASgJEhAKCGFkbWl0dGVkGAYgASgIIpACCgRTdGVwEgwKBG5hbWUYASABKAkSFgoOcmVwbGljYXRlZF9qb2IYAiABKAkSDQoFaW5kZXgYAyABKAUSCwoDcG9kGAQgASgJEg0KBXBoYXNlGAUgASgJEgwKBG5vZGUYBiABKAkSIAoHZGV2aWNlcxgHIAMoCzIPLmtpbG4udjEuRGV2aWNlEhAKCHJlc3RhcnRzGAggASgFEg4KBnJlYXNvbhgJIAEoCRIPCgdtZXNzYWdlGAogASgJEi4KCnN0YXJ0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgMIAEoBUgAiAEBQgwKCl9leGl0X2NvZGUiKQoGRGV2aWNlEhAKCHJlc291cmNlGAEgASgJEg0KBWNvdW50GAIgASgDIngKE1JlcGxpY2F0ZWRKb2JTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVyZWFkeRgCIAEoBRIRCglzdWNjZWVkZWQYAyABKAUSDgoGZmFpbGVkGAQgASgFEg4KBmFjdGl2ZRgFIAEoBRIRCglzdXNwZW5kZWQYBiABKAUioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyKoAgoLTmV3VHJhaW5Kb2ISDAoEbmFtZRgBIAEoCRIVCg1nZW5lcmF0ZV9uYW1lGAIgASgJEjAKBmxhYmVscxgDIAMoCzIgLmtpbG4udjEuTmV3VHJhaW5Kb2IuTGFiZWxzRW50cnkSOgoLYW5ub3RhdGlvbnMYBCADKAsyJS5raWxuLnYxLk5ld1RyYWluSm9iLkFubm90YXRpb25zRW50cnkSIwoEc3BlYxgFIAEoCzIVLmtpbG4udjEuVHJhaW5Kb2JTcGVjGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMgoQQW5ub3RhdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpgBChVDcmVhdGVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEikKCXRyYWluX2pvYhgCIAEoCzIULmtpbG4udjEuTmV3VHJhaW5Kb2JIABISCghtYW5pZmVzdBgDIAEoCUgAEg8KB2RyeV9ydW4YBCABKAgSEgoKcmVxdWVzdF9pZBgFIAEoCUIICgZzb3VyY2UiYgoWQ3JlYXRlVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iEhAKCG1hbmlmZXN0GAIgASgJEhAKCHJlcGxheWVkGAMgASgIIk8KEkdldFRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIYChBpbmNsdWRlX21hbmlmZXN0GAMgASgIIk0KE0dldFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCSKgAQoUTGlzdFRyYWluSm9ic1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhYKDmFsbF9uYW1lc3BhY2VzGAIgASgIEhYKDmxhYmVsX3NlbGVjdG9yGAMgASgJEh4KBnN0YXRlcxgEIAMoDjIOLmtpbG4udjEuU3RhdGUSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVwoVTGlzdFRyYWluSm9ic1Jlc3BvbnNlEiUKCnRyYWluX2pvYnMYASADKAsyES5raWxuLnYxLlRyYWluSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKdAQoVV2F0Y2hUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIMCgRuYW1lGAMgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAQgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBSABKAkSGQoRaGVhcnRiZWF0X3NlY29uZHMYBiABKAUifwoWV2F0Y2hUcmFpbkpvYnNSZXNwb25zZRIlCgR0eXBlGAEgASgOMhcua2lsbi52MS5XYXRjaEV2ZW50VHlwZRIkCgl0cmFpbl9qb2IYAiABKAsyES5raWxuLnYxLlRyYWluSm9iEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkiOQoWU3VzcGVuZFRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI/ChdTdXNwZW5kVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFVJlc3VtZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI+ChZSZXN1bWVUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2IiOAoVRGVsZXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJIhgKFkRlbGV0ZVRyYWluSm9iUmVzcG9uc2UizwEKEVN0cmVhbUxvZ3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHN0ZXAYAyABKAkSEQoJY29udGFpbmVyGAQgASgJEg4KBmZvbGxvdxgFIAEoCBIXCgp0YWlsX2xpbmVzGAYgASgDSACIAQESGgoNc2luY2Vfc2Vjb25kcxgHIAEoA0gBiAEBEhIKCnRpbWVzdGFtcHMYCCABKAhCDQoLX3RhaWxfbGluZXNCEAoOX3NpbmNlX3NlY29uZHMiNQoSU3RyZWFtTG9nc1Jlc3BvbnNlEh8KBWxpbmVzGAEgAygLMhAua2lsbi52MS5Mb2dMaW5lIm8KB0xvZ0xpbmUSDAoEc3RlcBgBIAEoCRILCgNwb2QYAiABKAkSEQoJY29udGFpbmVyGAMgASgJEgwKBHRleHQYBCABKAkSKAoEdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNAoRTGlzdEV2ZW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiNAoSTGlzdEV2ZW50c1Jlc3BvbnNlEh4KBmV2ZW50cxgBIAMoCzIOLmtpbG4udjEuRXZlbnQixAEKBUV2ZW50EgwKBHR5cGUYASABKAkSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGb2JqZWN0GAQgASgJEg0KBWNvdW50GAUgASgFEi4KCmZpcnN0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAggASgJKmIKC1J1bnRpbWVLaW5kEhwKGFJVTlRJTUVfS0lORF9VTlNQRUNJRklFRBAAEhgKFFJVTlRJTUVfS0lORF9DTFVTVEVSEAESGwoXUlVOVElNRV9LSU5EX05BTUVTUEFDRUQQAip+CgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEhAKDFNUQVRFX1FVRVVFRBABEhMKD1NUQVRFX1NVU1BFTkRFRBACEhEKDVNUQVRFX1JVTk5JTkcQAxISCg5TVEFURV9DT01QTEVURRAEEhAKDFNUQVRFX0ZBSUxFRBAFKsgBCg5XYXRjaEV2ZW50VHlwZRIgChxXQVRDSF9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASGgoWV0FUQ0hfRVZFTlRfVFlQRV9BRERFRBABEh0KGVdBVENIX0VWRU5UX1RZUEVfTU9ESUZJRUQQAhIcChhXQVRDSF9FVkVOVF9UWVBFX0RFTEVURUQQAxIbChdXQVRDSF9FVkVOVF9UWVBFX1NZTkNFRBAEEh4KGldBVENIX0VWRU5UX1RZUEVfSEVBUlRCRUFUEAUy7gUKD1RyYWluSm9iU2VydmljZRJRCg5DcmVhdGVUcmFpbkpvYhIeLmtpbG4udjEuQ3JlYXRlVHJhaW5Kb2JSZXF1ZXN0Gh8ua2lsbi52MS5DcmVhdGVUcmFpbkpvYlJlc3BvbnNlEk0KC0dldFRyYWluSm9iEhsua2lsbi52MS5HZXRUcmFpbkpvYlJlcXVlc3QaHC5raWxuLnYxLkdldFRyYWluSm9iUmVzcG9uc2UiA5ACARJTCg1MaXN0VHJhaW5Kb2JzEh0ua2lsbi52MS5MaXN0VHJhaW5Kb2JzUmVxdWVzdBoeLmtpbG4udjEuTGlzdFRyYWluSm9ic1Jlc3BvbnNlIgOQAgESUwoOV2F0Y2hUcmFpbkpvYnMSHi5raWxuLnYxLldhdGNoVHJhaW5Kb2JzUmVxdWVzdBofLmtpbG4udjEuV2F0Y2hUcmFpbkpvYnNSZXNwb25zZTABElQKD1N1c3BlbmRUcmFpbkpvYhIfLmtpbG4udjEuU3VzcGVuZFRyYWluSm9iUmVxdWVzdBogLmtpbG4udjEuU3VzcGVuZFRyYWluSm9iUmVzcG9uc2USUQoOUmVzdW1lVHJhaW5Kb2ISHi5raWxuLnYxLlJlc3VtZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuUmVzdW1lVHJhaW5Kb2JSZXNwb25zZRJRCg5EZWxldGVUcmFpbkpvYhIeLmtpbG4udjEuRGVsZXRlVHJhaW5Kb2JSZXF1ZXN0Gh8ua2lsbi52MS5EZWxldGVUcmFpbkpvYlJlc3BvbnNlEkcKClN0cmVhbUxvZ3MSGi5raWxuLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0Ghsua2lsbi52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwARJKCgpMaXN0RXZlbnRzEhoua2lsbi52MS5MaXN0RXZlbnRzUmVxdWVzdBobLmtpbG4udjEuTGlzdEV2ZW50c1Jlc3BvbnNlIgOQAgFCiQEKC2NvbS5raWxuLnYxQg1UcmFpbmpvYlByb3RvUAFaLmdpdGh1Yi5jb20va2lsbi1tbC9raWxuL2FwaS9nZW4va2lsbi92MTtraWxudjGiAgNLWFiqAgdLaWxuLlYxygIHS2lsblxWMeICE0tpbG5cVjFcR1BCTWV0YWRhdGHqAghLaWxuOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLYAwoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQi5QQKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uEiMKCHJlc3RhcnRzGA4gASgLMhEua2lsbi52MS5SZXN0YXJ0c0IaChhfYWN0aXZlX2RlYWRsaW5lX3NlY29uZHNCHQobX3R0bF9zZWNvbmRzX2FmdGVyX2ZpbmlzaGVkIq4BCghSZXN0YXJ0cxINCgVjb3VudBgBIAEoBRIbChNjb3VudGVkX3Rvd2FyZHNfbWF4GAIgASgFEhQKDG1heF9yZXN0YXJ0cxgDIAEoBRITCgtsYXN0X3JlYXNvbhgEIAEoCRIUCgxsYXN0X21lc3NhZ2UYBSABKAkSNQoRbGFzdF9yZXN0YXJ0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBCg1RdWV1ZVBvc2l0aW9uEhMKC2xvY2FsX3F1ZXVlGAEgASgJEhUKDWNsdXN0ZXJfcXVldWUYAiABKAkSHwoXcG9zaXRpb25faW5fbG9jYWxfcXVldWUYAyABKAUSIQoZcG9zaXRpb25faW5fY2x1c3Rlcl9xdWV1ZRgEIAEoBRIQCgh3b3JrbG9hZBgFIAEoCRIQCghhZG1pdHRlZBgGIAEoCCKQAgoEU3RlcBIMCgRuYW1lGAEgASgJEhYKDnJlcGxpY2F0ZWRfam9iGAIgASgJEg0KBWluZGV4GAMgASgFEgsKA3BvZBgEIAEoCRINCgVwaGFzZRgFIAEoCRIMCgRub2RlGAYgASgJEiAKB2RldmljZXMYByADKAsyDy5raWxuLnYxLkRldmljZRIQCghyZXN0YXJ0cxgIIAEoBRIOCgZyZWFzb24YCSABKAkSDwoHbWVzc2FnZRgKIAEoCRIuCgpzdGFydF90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCglleGl0X2NvZGUYDCABKAVIAIgBAUIMCgpfZXhpdF9jb2RlIikKBkRldmljZRIQCghyZXNvdXJjZRgBIAEoCRINCgVjb3VudBgCIAEoAyJ4ChNSZXBsaWNhdGVkSm9iU3RhdHVzEgwKBG5hbWUYASABKAkSDQoFcmVhZHkYAiABKAUSEQoJc3VjY2VlZGVkGAMgASgFEg4KBmZhaWxlZBgEIAEoBRIOCgZhY3RpdmUYBSABKAUSEQoJc3VzcGVuZGVkGAYgASgFIqEBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSOAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE29ic2VydmVkX2dlbmVyYXRpb24YBiABKAMiqAIKC05ld1RyYWluSm9iEgwKBG5hbWUYASABKAkSFQoNZ2VuZXJhdGVfbmFtZRgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5raWxuLnYxLk5ld1RyYWluSm9iLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAQgAygLMiUua2lsbi52MS5OZXdUcmFpbkpvYi5Bbm5vdGF0aW9uc0VudHJ5EiMKBHNwZWMYBSABKAsyFS5raWxuLnYxLlRyYWluSm9iU3BlYxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKYAQoVQ3JlYXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIpCgl0cmFpbl9qb2IYAiABKAsyFC5raWxuLnYxLk5ld1RyYWluSm9iSAASEgoIbWFuaWZlc3QYAyABKAlIABIPCgdkcnlfcnVuGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGc291cmNlImIKFkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCJPChJHZXRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQaW5jbHVkZV9tYW5pZmVzdBgDIAEoCCJNChNHZXRUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2ISEAoIbWFuaWZlc3QYAiABKAkioAEKFExpc3RUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIeCgZzdGF0ZXMYBCADKA4yDi5raWxuLnYxLlN0YXRlEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJIlcKFUxpc3RUcmFpbkpvYnNSZXNwb25zZRIlCgp0cmFpbl9qb2JzGAEgAygLMhEua2lsbi52MS5UcmFpbkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinQEKFVdhdGNoVHJhaW5Kb2JzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDAoEbmFtZRgDIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgEIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAUgASgJEhkKEWhlYXJ0YmVhdF9zZWNvbmRzGAYgASgFIn8KFldhdGNoVHJhaW5Kb2JzUmVzcG9uc2USJQoEdHlwZRgBIAEoDjIXLmtpbG4udjEuV2F0Y2hFdmVudFR5cGUSJAoJdHJhaW5fam9iGAIgASgLMhEua2lsbi52MS5UcmFpbkpvYhIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJIjkKFlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPwoXU3VzcGVuZFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYiI4ChVSZXN1bWVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPgoWUmVzdW1lVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFURlbGV0ZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSIYChZEZWxldGVUcmFpbkpvYlJlc3BvbnNlIs8BChFTdHJlYW1Mb2dzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzdGVwGAMgASgJEhEKCWNvbnRhaW5lchgEIAEoCRIOCgZmb2xsb3cYBSABKAgSFwoKdGFpbF9saW5lcxgGIAEoA0gAiAEBEhoKDXNpbmNlX3NlY29uZHMYByABKANIAYgBARISCgp0aW1lc3RhbXBzGAggASgIQg0KC190YWlsX2xpbmVzQhAKDl9zaW5jZV9zZWNvbmRzIjUKElN0cmVhbUxvZ3NSZXNwb25zZRIfCgVsaW5lcxgBIAMoCzIQLmtpbG4udjEuTG9nTGluZSJvCgdMb2dMaW5lEgwKBHN0ZXAYASABKAkSCwoDcG9kGAIgASgJEhEKCWNvbnRhaW5lchgDIAEoCRIMCgR0ZXh0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjQKEUxpc3RFdmVudHNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJIjQKEkxpc3RFdmVudHNSZXNwb25zZRIeCgZldmVudHMYASADKAsyDi5raWxuLnYxLkV2ZW50IsQBCgVFdmVudBIMCgR0eXBlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg4KBm9iamVjdBgEIAEoCRINCgVjb3VudBgFIAEoBRIuCgpmaXJzdF90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNvdXJjZRgIIAEoCSpiCgtSdW50aW1lS2luZBIcChhSVU5USU1FX0tJTkRfVU5TUEVDSUZJRUQQABIYChRSVU5USU1FX0tJTkRfQ0xVU1RFUhABEhsKF1JVTlRJTUVfS0lORF9OQU1FU1BBQ0VEEAIqfgoFU3RhdGUSFQoRU1RBVEVfVU5TUEVDSUZJRUQQABIQCgxTVEFURV9RVUVVRUQQARITCg9TVEFURV9TVVNQRU5ERUQQAhIRCg1TVEFURV9SVU5OSU5HEAMSEgoOU1RBVEVfQ09NUExFVEUQBBIQCgxTVEFURV9GQUlMRUQQBSrIAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhoKFldBVENIX0VWRU5UX1RZUEVfQURERUQQARIdChlXQVRDSF9FVkVOVF9UWVBFX01PRElGSUVEEAISHAoYV0FUQ0hfRVZFTlRfVFlQRV9ERUxFVEVEEAMSGwoXV0FUQ0hfRVZFTlRfVFlQRV9TWU5DRUQQBBIeChpXQVRDSF9FVkVOVF9UWVBFX0hFQVJUQkVBVBAFMu4FCg9UcmFpbkpvYlNlcnZpY2USUQoOQ3JlYXRlVHJhaW5Kb2ISHi5raWxuLnYxLkNyZWF0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuQ3JlYXRlVHJhaW5Kb2JSZXNwb25zZRJNCgtHZXRUcmFpbkpvYhIbLmtpbG4udjEuR2V0VHJhaW5Kb2JSZXF1ZXN0Ghwua2lsbi52MS5HZXRUcmFpbkpvYlJlc3BvbnNlIgOQAgESUwoNTGlzdFRyYWluSm9icxIdLmtpbG4udjEuTGlzdFRyYWluSm9ic1JlcXVlc3QaHi5raWxuLnYxLkxpc3RUcmFpbkpvYnNSZXNwb25zZSIDkAIBElMKDldhdGNoVHJhaW5Kb2JzEh4ua2lsbi52MS5XYXRjaFRyYWluSm9ic1JlcXVlc3QaHy5raWxuLnYxLldhdGNoVHJhaW5Kb2JzUmVzcG9uc2UwARJUCg9TdXNwZW5kVHJhaW5Kb2ISHy5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QaIC5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlc3BvbnNlElEKDlJlc3VtZVRyYWluSm9iEh4ua2lsbi52MS5SZXN1bWVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLlJlc3VtZVRyYWluSm9iUmVzcG9uc2USUQoORGVsZXRlVHJhaW5Kb2ISHi5raWxuLnYxLkRlbGV0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuRGVsZXRlVHJhaW5Kb2JSZXNwb25zZRJHCgpTdHJlYW1Mb2dzEhoua2lsbi52MS5TdHJlYW1Mb2dzUmVxdWVzdBobLmtpbG4udjEuU3RyZWFtTG9nc1Jlc3BvbnNlMAESSgoKTGlzdEV2ZW50cxIaLmtpbG4udjEuTGlzdEV2ZW50c1JlcXVlc3QaGy5raWxuLnYxLkxpc3RFdmVudHNSZXNwb25zZSIDkAIBQokBCgtjb20ua2lsbi52MUINVHJhaW5qb2JQcm90b1ABWi5naXRodWIuY29tL2tpbG4tbWwva2lsbi9hcGkvZ2VuL2tpbG4vdjE7a2lsbnYxogIDS1hYqgIHS2lsbi5WMcoCB0tpbG5cVjHiAhNLaWxuXFYxXEdQQk1ldGFkYXRh6gIIS2lsbjo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * TrainJob is a training job: what its user set, and what happens to it.
@@ -325,6 +325,14 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
    * @generated from field: repeated kiln.v1.Condition conditions = 13;
    */
   conditions: Condition[];
+
+  /**
+   * restarts counts the restarts of all the job's pods together by its runtime's failure
+   * policy; unset when the job runs without one.
+   *
+   * @generated from field: kiln.v1.Restarts restarts = 14;
+   */
+  restarts?: Restarts | undefined;
 };
 
 /**
@@ -333,6 +341,57 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
  */
 export const TrainJobStatusSchema: GenMessage<TrainJobStatus> = /*@__PURE__*/
   messageDesc(file_kiln_v1_trainjob, 4);
+
+/**
+ * Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
+ * policy), and says why the last one happened.
+ *
+ * @generated from message kiln.v1.Restarts
+ */
+export type Restarts = Message<"kiln.v1.Restarts"> & {
+  /**
+   * @generated from field: int32 count = 1;
+   */
+  count: number;
+
+  /**
+   * counted_towards_max are the restarts that counted against max_restarts; disruptions
+   * (spot reclaims, evictions, drains) do not count.
+   *
+   * @generated from field: int32 counted_towards_max = 2;
+   */
+  countedTowardsMax: number;
+
+  /**
+   * @generated from field: int32 max_restarts = 3;
+   */
+  maxRestarts: number;
+
+  /**
+   * last_reason is the failure policy rule that matched the last failure (e.g. Disruption),
+   * or Failure when none did.
+   *
+   * @generated from field: string last_reason = 4;
+   */
+  lastReason: string;
+
+  /**
+   * @generated from field: string last_message = 5;
+   */
+  lastMessage: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_restart_time = 6;
+   */
+  lastRestartTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kiln.v1.Restarts.
+ * Use `create(RestartsSchema)` to create a new message.
+ */
+export const RestartsSchema: GenMessage<Restarts> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 5);
 
 /**
  * QueuePosition is where a job waits in Kueue.
@@ -380,7 +439,7 @@ export type QueuePosition = Message<"kiln.v1.QueuePosition"> & {
  * Use `create(QueuePositionSchema)` to create a new message.
  */
 export const QueuePositionSchema: GenMessage<QueuePosition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 5);
+  messageDesc(file_kiln_v1_trainjob, 6);
 
 /**
  * Step is one pod of a job: a training node, a launcher, or an initializer.
@@ -460,7 +519,7 @@ export type Step = Message<"kiln.v1.Step"> & {
  * Use `create(StepSchema)` to create a new message.
  */
 export const StepSchema: GenMessage<Step> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 6);
+  messageDesc(file_kiln_v1_trainjob, 7);
 
 /**
  * Device is an accelerator a step holds.
@@ -486,7 +545,7 @@ export type Device = Message<"kiln.v1.Device"> & {
  * Use `create(DeviceSchema)` to create a new message.
  */
 export const DeviceSchema: GenMessage<Device> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 7);
+  messageDesc(file_kiln_v1_trainjob, 8);
 
 /**
  * ReplicatedJobStatus counts the Jobs of one replicated job of the job's JobSet.
@@ -530,7 +589,7 @@ export type ReplicatedJobStatus = Message<"kiln.v1.ReplicatedJobStatus"> & {
  * Use `create(ReplicatedJobStatusSchema)` to create a new message.
  */
 export const ReplicatedJobStatusSchema: GenMessage<ReplicatedJobStatus> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 8);
+  messageDesc(file_kiln_v1_trainjob, 9);
 
 /**
  * Condition is a Kubernetes condition of the TrainJob.
@@ -576,7 +635,7 @@ export type Condition = Message<"kiln.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 9);
+  messageDesc(file_kiln_v1_trainjob, 10);
 
 /**
  * NewTrainJob is a TrainJob to create from structured fields.
@@ -617,7 +676,7 @@ export type NewTrainJob = Message<"kiln.v1.NewTrainJob"> & {
  * Use `create(NewTrainJobSchema)` to create a new message.
  */
 export const NewTrainJobSchema: GenMessage<NewTrainJob> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 10);
+  messageDesc(file_kiln_v1_trainjob, 11);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobRequest
@@ -672,7 +731,7 @@ export type CreateTrainJobRequest = Message<"kiln.v1.CreateTrainJobRequest"> & {
  * Use `create(CreateTrainJobRequestSchema)` to create a new message.
  */
 export const CreateTrainJobRequestSchema: GenMessage<CreateTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 11);
+  messageDesc(file_kiln_v1_trainjob, 12);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobResponse
@@ -703,7 +762,7 @@ export type CreateTrainJobResponse = Message<"kiln.v1.CreateTrainJobResponse"> &
  * Use `create(CreateTrainJobResponseSchema)` to create a new message.
  */
 export const CreateTrainJobResponseSchema: GenMessage<CreateTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 12);
+  messageDesc(file_kiln_v1_trainjob, 13);
 
 /**
  * @generated from message kiln.v1.GetTrainJobRequest
@@ -732,7 +791,7 @@ export type GetTrainJobRequest = Message<"kiln.v1.GetTrainJobRequest"> & {
  * Use `create(GetTrainJobRequestSchema)` to create a new message.
  */
 export const GetTrainJobRequestSchema: GenMessage<GetTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 13);
+  messageDesc(file_kiln_v1_trainjob, 14);
 
 /**
  * @generated from message kiln.v1.GetTrainJobResponse
@@ -754,7 +813,7 @@ export type GetTrainJobResponse = Message<"kiln.v1.GetTrainJobResponse"> & {
  * Use `create(GetTrainJobResponseSchema)` to create a new message.
  */
 export const GetTrainJobResponseSchema: GenMessage<GetTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 14);
+  messageDesc(file_kiln_v1_trainjob, 15);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsRequest
@@ -807,7 +866,7 @@ export type ListTrainJobsRequest = Message<"kiln.v1.ListTrainJobsRequest"> & {
  * Use `create(ListTrainJobsRequestSchema)` to create a new message.
  */
 export const ListTrainJobsRequestSchema: GenMessage<ListTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 15);
+  messageDesc(file_kiln_v1_trainjob, 16);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsResponse
@@ -831,7 +890,7 @@ export type ListTrainJobsResponse = Message<"kiln.v1.ListTrainJobsResponse"> & {
  * Use `create(ListTrainJobsResponseSchema)` to create a new message.
  */
 export const ListTrainJobsResponseSchema: GenMessage<ListTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 16);
+  messageDesc(file_kiln_v1_trainjob, 17);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsRequest
@@ -880,7 +939,7 @@ export type WatchTrainJobsRequest = Message<"kiln.v1.WatchTrainJobsRequest"> & {
  * Use `create(WatchTrainJobsRequestSchema)` to create a new message.
  */
 export const WatchTrainJobsRequestSchema: GenMessage<WatchTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 17);
+  messageDesc(file_kiln_v1_trainjob, 18);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsResponse
@@ -911,7 +970,7 @@ export type WatchTrainJobsResponse = Message<"kiln.v1.WatchTrainJobsResponse"> &
  * Use `create(WatchTrainJobsResponseSchema)` to create a new message.
  */
 export const WatchTrainJobsResponseSchema: GenMessage<WatchTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 18);
+  messageDesc(file_kiln_v1_trainjob, 19);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobRequest
@@ -933,7 +992,7 @@ export type SuspendTrainJobRequest = Message<"kiln.v1.SuspendTrainJobRequest"> &
  * Use `create(SuspendTrainJobRequestSchema)` to create a new message.
  */
 export const SuspendTrainJobRequestSchema: GenMessage<SuspendTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 19);
+  messageDesc(file_kiln_v1_trainjob, 20);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobResponse
@@ -950,7 +1009,7 @@ export type SuspendTrainJobResponse = Message<"kiln.v1.SuspendTrainJobResponse">
  * Use `create(SuspendTrainJobResponseSchema)` to create a new message.
  */
 export const SuspendTrainJobResponseSchema: GenMessage<SuspendTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 20);
+  messageDesc(file_kiln_v1_trainjob, 21);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobRequest
@@ -972,7 +1031,7 @@ export type ResumeTrainJobRequest = Message<"kiln.v1.ResumeTrainJobRequest"> & {
  * Use `create(ResumeTrainJobRequestSchema)` to create a new message.
  */
 export const ResumeTrainJobRequestSchema: GenMessage<ResumeTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 21);
+  messageDesc(file_kiln_v1_trainjob, 22);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobResponse
@@ -989,7 +1048,7 @@ export type ResumeTrainJobResponse = Message<"kiln.v1.ResumeTrainJobResponse"> &
  * Use `create(ResumeTrainJobResponseSchema)` to create a new message.
  */
 export const ResumeTrainJobResponseSchema: GenMessage<ResumeTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 22);
+  messageDesc(file_kiln_v1_trainjob, 23);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobRequest
@@ -1011,7 +1070,7 @@ export type DeleteTrainJobRequest = Message<"kiln.v1.DeleteTrainJobRequest"> & {
  * Use `create(DeleteTrainJobRequestSchema)` to create a new message.
  */
 export const DeleteTrainJobRequestSchema: GenMessage<DeleteTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 23);
+  messageDesc(file_kiln_v1_trainjob, 24);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobResponse
@@ -1024,7 +1083,7 @@ export type DeleteTrainJobResponse = Message<"kiln.v1.DeleteTrainJobResponse"> &
  * Use `create(DeleteTrainJobResponseSchema)` to create a new message.
  */
 export const DeleteTrainJobResponseSchema: GenMessage<DeleteTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 24);
+  messageDesc(file_kiln_v1_trainjob, 25);
 
 /**
  * @generated from message kiln.v1.StreamLogsRequest
@@ -1089,7 +1148,7 @@ export type StreamLogsRequest = Message<"kiln.v1.StreamLogsRequest"> & {
  * Use `create(StreamLogsRequestSchema)` to create a new message.
  */
 export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 25);
+  messageDesc(file_kiln_v1_trainjob, 26);
 
 /**
  * @generated from message kiln.v1.StreamLogsResponse
@@ -1106,7 +1165,7 @@ export type StreamLogsResponse = Message<"kiln.v1.StreamLogsResponse"> & {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 26);
+  messageDesc(file_kiln_v1_trainjob, 27);
 
 /**
  * LogLine is a line a step's container printed.
@@ -1145,7 +1204,7 @@ export type LogLine = Message<"kiln.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 27);
+  messageDesc(file_kiln_v1_trainjob, 28);
 
 /**
  * @generated from message kiln.v1.ListEventsRequest
@@ -1167,7 +1226,7 @@ export type ListEventsRequest = Message<"kiln.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 28);
+  messageDesc(file_kiln_v1_trainjob, 29);
 
 /**
  * @generated from message kiln.v1.ListEventsResponse
@@ -1186,7 +1245,7 @@ export type ListEventsResponse = Message<"kiln.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 29);
+  messageDesc(file_kiln_v1_trainjob, 30);
 
 /**
  * Event is a Kubernetes event about a job or an object it owns.
@@ -1246,7 +1305,7 @@ export type Event = Message<"kiln.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 30);
+  messageDesc(file_kiln_v1_trainjob, 31);
 
 /**
  * RuntimeKind says where a runtime lives.
