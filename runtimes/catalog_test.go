@@ -37,11 +37,12 @@ func TestCatalog(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"deepspeed-distributed": "deepspeed",
-		"jax-distributed":       "jax",
-		"mpi-distributed":       "mpi",
-		"torch-distributed":     "torch",
-		"xgboost-distributed":   "xgboost",
+		"deepspeed-distributed":  "deepspeed",
+		"jax-distributed":        "jax",
+		"mpi-distributed":        "mpi",
+		"torch-distributed":      "torch",
+		"torch-distributed-spot": "torch",
+		"xgboost-distributed":    "xgboost",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("catalog mismatch (-want +got):\n%s", diff)

@@ -234,11 +234,29 @@ func apiserverRBAC(root string) ([]byte, error) {
 	})
 }
 
-// runtimes is the catalog, each runtime turned on or off by runtimes.<name>.enabled.
+// runtimes is the catalog, each runtime turned on or off by runtimes.<name>.enabled, which
+// values.yaml must have: a runtime it lacks would silently never be installed.
 func runtimes(root string) ([]byte, error) {
 	objs, err := read(root, "runtimes/catalog/*.yaml")
 	if err != nil {
 		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "charts/kiln/values.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var values struct {
+		Runtimes map[string]struct {
+			Enabled *bool `json:"enabled"`
+		} `json:"runtimes"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return nil, fmt.Errorf("charts/kiln/values.yaml: %w", err)
+	}
+	for _, o := range objs {
+		if v, ok := values.Runtimes[o.GetName()]; !ok || v.Enabled == nil {
+			return nil, fmt.Errorf("charts/kiln/values.yaml: runtimes.%s.enabled is missing: add `%s: {enabled: true}` under runtimes (and to values.schema.json)", o.GetName(), o.GetName())
+		}
 	}
 	return render("runtimes/catalog", objs, func(o *unstructured.Unstructured) string {
 		return fmt.Sprintf("(index .Values.runtimes %q).enabled", o.GetName())

@@ -15,6 +15,7 @@ import (
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/api/testing/pinned"
+	"github.com/kiln-ml/kiln/runtimes"
 )
 
 // kilnOnly leaves JobSet and Kueue out of a render: the specs of Kiln's own objects.
@@ -131,7 +132,7 @@ var _ = Describe("The Helm chart", func() {
 		}
 
 		By("every runtime of the catalog, and the CRDs from crds/")
-		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(5))
+		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(catalogSize()))
 		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(4)) // TrainJob, the two runtimes, CronTrainJob
 	})
 
@@ -200,7 +201,7 @@ var _ = Describe("The Helm chart", func() {
 	It("turns runtimes, the API server and the users' roles off", func() {
 		objs, out, err := helmTemplate("kiln-system", "runtimes.mpi-distributed.enabled=false", "apiserver.enabled=false", "userRoles.create=false")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(4))
+		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(catalogSize() - 1))
 		for _, o := range objs {
 			Expect(o.GetName()).NotTo(Or(Equal("mpi-distributed"), Equal("kiln-apiserver"), Equal("kiln-user")), "%s %s", o.GetKind(), o.GetName())
 		}
@@ -316,3 +317,11 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 })
+
+// catalogSize is the number of runtimes in Kiln's catalog.
+func catalogSize() int {
+	GinkgoHelper()
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	Expect(err).NotTo(HaveOccurred())
+	return len(rts)
+}
