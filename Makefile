@@ -178,7 +178,14 @@ $(TORCH_ROOTFS)/.done: e2e/images/torch-cpu/packages e2e/images/torch-cpu/custom
 	e2e/images/torch-cpu/customize.sh $(TORCH_ROOTFS)
 	touch $@
 
-$(BIN)/images/torch-cpu.tar: $(TORCH_ROOTFS)/.done $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+# The image has Kiln's Python SDK, whose kiln.checkpoint is the training-side helper of
+# docs/fault-tolerance.md, installed as pip would put it (site-packages of /usr/local).
+SDK_PY_SOURCES := $(shell find sdk-gen/python/kiln -name '*.py' -o -name py.typed)
+$(BIN)/images/torch-cpu.tar: $(TORCH_ROOTFS)/.done $(SDK_PY_SOURCES) $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+	py="$$(basename "$$(ls -d $(TORCH_ROOTFS)/usr/lib/python3.[0-9]* | head -1)")"; \
+		site=$(TORCH_ROOTFS)/usr/local/lib/$$py/dist-packages; \
+		rm -rf "$$site/kiln" && mkdir -p "$$site" && cp -r sdk-gen/python/kiln "$$site/kiln" && \
+		find "$$site/kiln" -name __pycache__ -prune -exec rm -rf {} +
 	version="$$(dpkg-query --admindir=$(TORCH_ROOTFS)/var/lib/dpkg -W -f '$${Version}' python3-torch | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')"; \
 		go run ./e2e/cmd/kiln-images --out $(BIN)/images --rootfs $(TORCH_ROOTFS) --version "$$version" \
 		--cmd python3 torch-cpu
