@@ -222,6 +222,7 @@ var _ = Describe("Fault tolerance on the real node", func() {
 			Should(ContainElement(interval + 3))
 
 		By("evicting rank 1's pod, as a drain or a spot reclaim does")
+		evictedAt := time.Now()
 		evict(ctx, first[1])
 		for _, l := range logs {
 			Eventually(ctx, l.Done).WithTimeout(time.Minute).Should(BeClosed())
@@ -242,6 +243,7 @@ var _ = Describe("Fault tolerance on the real node", func() {
 
 		By("restarting the group, every rank resuming from the saved step")
 		second := attemptPods(ctx, ns, "spot", 1, 2)
+		AddReportEntry("from the eviction to the new pods running", time.Since(evictedAt).Round(100*time.Millisecond).String())
 		waitConditionWithin(ctx, 4*time.Minute, ns, "spot", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		for rank, p := range second {
 			out, err := kubectl("", "logs", "-n", ns, p.Name)
@@ -363,6 +365,19 @@ var _ = Describe("Fault tolerance at scale (KWOK)", func() {
 		const jobs = 100
 		ns := newNamespace(ctx, "ft-kwok")
 		checkpointVolume(ctx, ns)
+		// The 100 jobs are gone before the next spec starts: their garbage collection would
+		// otherwise load the operator and the apiserver under the specs that time things.
+		DeferCleanup(func(ctx context.Context) {
+			Expect(k8s.DeleteAllOf(ctx, &trainer.TrainJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+			Eventually(ctx, func(g Gomega) {
+				list := &trainer.TrainJobList{}
+				g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+				g.Expect(list.Items).To(BeEmpty())
+				pods := &corev1.PodList{}
+				g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+				g.Expect(pods.Items).To(BeEmpty())
+			}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		})
 		for i := range jobs {
 			tj := torchJob(ns, fmt.Sprintf("spot-%03d", i), 1)
 			tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: spotRuntime}

@@ -316,7 +316,9 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 		start(ctx)
 		back := time.Now()
 		got := waitCondition(ctx, ns, "unattended", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
-		Expect(time.Since(back)).To(BeNumerically("<", 5*time.Second), "fired right after the restart")
+		// On start-up, not at a periodic resync (hours away): seconds, with room for a busy
+		// 2-core machine (6.2 s seen once in CI).
+		Expect(time.Since(back)).To(BeNumerically("<", 15*time.Second), "fired right after the restart")
 		Expect(got.Status.CompletionTime.Time).To(BeTemporally(">=", due.Add(-time.Second)))
 	})
 
