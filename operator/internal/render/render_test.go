@@ -317,3 +317,43 @@ func batchTemplate(ancestor string) batchv1.JobTemplateSpec {
 	tmpl.Spec.Template.Spec.Containers = []corev1.Container{{Name: ancestor, Image: "initializer:latest"}}
 	return tmpl
 }
+
+// The spot runtime's restart policy and checkpoint volume reach the JobSet as written, and a
+// job's own KILN_CHECKPOINT_INTERVAL replaces the runtime's in place, before the name it needs.
+func TestRenderSpot(t *testing.T) {
+	tj := trainJob(&trainer.Trainer{NumNodes: ptr.To[int32](4), Env: []corev1.EnvVar{value("KILN_CHECKPOINT_INTERVAL", "500")}})
+	res, err := Render(tj, catalogRuntime(t, "torch-distributed-spot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := res.JobSet.Spec.FailurePolicy
+	if fp == nil || fp.MaxRestarts != 3 || fp.RestartStrategy != jobsetv1alpha2.BlockingRecreate {
+		t.Fatalf("failurePolicy = %+v, want maxRestarts 3 with BlockingRecreate", fp)
+	}
+	var rules []string
+	for _, r := range fp.Rules {
+		rules = append(rules, r.Name+"="+string(r.Action))
+	}
+	if diff := cmp.Diff([]string{"Disruption=RestartJobSetAndIgnoreMaxRestarts", "NonRetriable=FailJobSet"}, rules); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+	node := replicated(t, res.JobSet, "node")
+	job := node.Template.Spec
+	if ptr.Deref(job.BackoffLimit, -1) != 0 || job.PodFailurePolicy == nil || len(job.PodFailurePolicy.Rules) != 3 || job.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("job: backoffLimit %v, podFailurePolicy %+v, restartPolicy %q; want 0, 3 rules, Never", job.BackoffLimit, job.PodFailurePolicy, job.Template.Spec.RestartPolicy)
+	}
+	c := container(t, node, "node")
+	var names []string
+	for _, e := range c.Env {
+		names = append(names, e.Name+"="+e.Value)
+	}
+	if diff := cmp.Diff([]string{
+		"KILN_TRAINJOB_NAME=", "KILN_CHECKPOINT_DIR=/kiln/checkpoints", "KILN_CHECKPOINT_INTERVAL=500",
+		"PET_NNODES=4", "PET_NPROC_PER_NODE=1", "PET_NODE_RANK=", "PET_MASTER_ADDR=job-node-0-0.job", "PET_MASTER_PORT=29500",
+	}, names); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "checkpoints", MountPath: "/kiln/checkpoints", SubPathExpr: "$(KILN_TRAINJOB_NAME)"}}, c.VolumeMounts); diff != "" {
+		t.Errorf("volume mounts (-want +got):\n%s", diff)
+	}
+}

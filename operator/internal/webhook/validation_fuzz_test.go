@@ -16,6 +16,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 		`{"metadata":{"name":"a","namespace":"ns"},"spec":{"runtimeRef":{"name":"torch-distributed"},"trainer":{"numNodes":0,"numProcPerNode":-1}}}`,
 		`{"metadata":{"generateName":"gen-","name":"gen-abcde","namespace":"ns"},"spec":{"runtimeRef":{"name":"mpi-distributed"},"trainer":{"numNodes":3}}}`,
 		`{"metadata":{"name":"p","namespace":"ns"},"spec":{"runtimeRef":{"name":"torch-distributed"},"runtimePatches":[{"manager":"example.com/p","trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":{"spec":{"containers":[{"name":"node","env":[{"name":"A","value":"1"}]}],"nodeSelector":{"a":"b"}}}}}}]}}}}]}}`,
+		`{"metadata":{"name":"spot","namespace":"ns"},"spec":{"runtimeRef":{"name":"torch-distributed-spot"},"trainer":{"numNodes":4,"command":["python","-m","kiln.torchrun","train.py"],"env":[{"name":"KILN_CHECKPOINT_INTERVAL","value":"500"}]}}}`,
 		`{"metadata":{"name":"i","namespace":"ns"},"spec":{"runtimeRef":{"name":"deepspeed-distributed"},"initializer":{"dataset":{"storageUri":"hf://x"},"model":{"storageUri":"hf://y"}},"trainer":{"env":[{"name":"PET_NNODES","value":"1"}]}}}`,
 	} {
 		f.Add([]byte(seed))
