@@ -119,6 +119,10 @@ type TrainJob struct {
 	QueuePosition int32
 	Labels        map[string]string
 	Steps         []Step
+	// Restarts counts the restarts of all the job's pods together by its runtime's failure
+	// policy, RestartsCounted those that counted against its maxRestarts (disruptions do
+	// not); docs/fault-tolerance.md.
+	Restarts, RestartsCounted int32
 	// Raw is the API's message, with every field the server returned.
 	Raw *kilnv1.TrainJob
 }
@@ -145,6 +149,7 @@ func jobOf(j *kilnv1.TrainJob) *TrainJob {
 		TTLSecondsAfterFinished: st.TtlSecondsAfterFinished,
 		Queue:                   spec.GetQueue(), QueuePosition: st.GetQueue().GetPositionInLocalQueue(),
 		Labels: maps.Clone(j.GetLabels()), Raw: j,
+		Restarts: st.GetRestarts().GetCount(), RestartsCounted: st.GetRestarts().GetCountedTowardsMax(),
 	}
 	if out.Status == "" {
 		out.Status = StatusCreated

@@ -129,6 +129,10 @@ class TrainJob:
     queue_position: int = 0
     labels: Dict[str, str] = field(default_factory=dict)
     steps: List[Step] = field(default_factory=list)
+    #: restarts of all the job's pods together by its runtime's failure policy, and those of
+    #: them that counted against its maxRestarts (disruptions do not); docs/fault-tolerance.md.
+    restarts: int = 0
+    restarts_counted: int = 0
     #: the API's message, with every field the server returned.
     raw: Optional[pb.TrainJob] = field(default=None, repr=False)
 
@@ -168,6 +172,8 @@ class TrainJob:
                 )
                 for s in st.steps
             ],
+            restarts=(st.restarts or pb.Restarts()).count,
+            restarts_counted=(st.restarts or pb.Restarts()).counted_towards_max,
             raw=j,
         )
 

@@ -65,7 +65,8 @@ RUNS: List[Dict[str, Any]] = [
         "createTime": "2026-11-22T01:00:02Z",
         "labels": {"kiln.dev/cron-train-job": "weekly-retrain"},
         "spec": {"runtime": "torch-distributed", "nodes": 4, "queue": "default"},
-        "status": {"state": "STATE_COMPLETE", "reason": "AllJobsCompleted", "startTime": "2026-11-22T01:00:05Z", "completionTime": "2026-11-22T09:12:31Z"},
+        "status": {"state": "STATE_COMPLETE", "reason": "AllJobsCompleted", "startTime": "2026-11-22T01:00:05Z", "completionTime": "2026-11-22T09:12:31Z",
+                   "restarts": {"count": 2, "countedTowardsMax": 1, "maxRestarts": 3, "lastReason": "Disruption"}},
     },
 ]
 
@@ -319,6 +320,7 @@ class ScheduleWireTest(unittest.TestCase):
         self.assertEqual((done.start_time, done.completion_time), (utc(2026, 11, 22, 1, 0, 5), utc(2026, 11, 22, 9, 12, 31)))
         self.assertEqual(done.labels, {"kiln.dev/cron-train-job": "weekly-retrain"})
         self.assertEqual(done.creation_timestamp, utc(2026, 11, 22, 1, 0, 2))
+        self.assertEqual([(r.restarts, r.restarts_counted) for r in runs], [(0, 0), (2, 1)])
 
     def test_list_get_suspend_resume_delete(self) -> None:
         suspended = dict(WEEKLY, spec=dict(WEEKLY["spec"], suspend=True), status={"active": []})

@@ -180,6 +180,12 @@ export interface TrainJob {
   queuePosition: number;
   labels: Record<string, string>;
   steps: Step[];
+  /**
+   * Restarts of all the job's pods together by its runtime's failure policy, and those of them
+   * that counted against its maxRestarts (disruptions do not); docs/fault-tolerance.md.
+   */
+  restarts: number;
+  restartsCounted: number;
   /** The API's message, with every field the server returned. */
   raw: TrainJobMessage;
 }
@@ -271,6 +277,8 @@ export function jobOf(j: TrainJobMessage): TrainJob {
       reason: s.reason,
       message: s.message,
     })),
+    restarts: st?.restarts?.count ?? 0,
+    restartsCounted: st?.restarts?.countedTowardsMax ?? 0,
     raw: j,
   };
 }

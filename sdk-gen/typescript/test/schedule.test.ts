@@ -63,7 +63,8 @@ const RUNS = [
     createTime: "2026-11-22T01:00:02Z",
     labels: { "kiln.dev/cron-train-job": "weekly-retrain" },
     spec: { runtime: "torch-distributed", nodes: 4, queue: "default" },
-    status: { state: "STATE_COMPLETE", reason: "AllJobsCompleted", startTime: "2026-11-22T01:00:05Z", completionTime: "2026-11-22T09:12:31Z" },
+    status: { state: "STATE_COMPLETE", reason: "AllJobsCompleted", startTime: "2026-11-22T01:00:05Z", completionTime: "2026-11-22T09:12:31Z",
+      restarts: { count: 2, countedTowardsMax: 1, maxRestarts: 3, lastReason: "Disruption" } },
   },
 ];
 
@@ -344,6 +345,7 @@ test("listScheduleRuns", async () => {
     assert.deepEqual([done.startTime, done.completionTime], [utc("2026-11-22T01:00:05Z"), utc("2026-11-22T09:12:31Z")]);
     assert.deepEqual(done.labels, { "kiln.dev/cron-train-job": "weekly-retrain" });
     assert.deepEqual(done.creationTimestamp, utc("2026-11-22T01:00:02Z"));
+    assert.deepEqual(runs.map((r) => [r.restarts, r.restartsCounted]), [[0, 0], [2, 1]]);
   });
 });
 
