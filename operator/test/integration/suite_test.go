@@ -107,6 +107,10 @@ var _ = BeforeSuite(func() {
 		}
 		return err
 	}).Should(Succeed())
+	// Specs start once the controllers see the cluster: a cold cache would otherwise make
+	// the first spec's job wait for its runtime while its deadline runs (a 2 s deadline
+	// once passed before the JobSet could be created).
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue(), "the operator's caches synced")
 })
 
 var _ = AfterSuite(func() {
