@@ -244,7 +244,12 @@ var _ = Describe("Bad requests through the API, the CLI and the Python SDK", fun
 		for _, w := range workloads.Items {
 			Expect(w.GetName()).NotTo(ContainSubstring("-bad-"), "a refused request left Kueue workload %s", w.GetName())
 		}
-		Expect(localQueueUsage(ctx, "default", "default")).To(Equal(queueBefore))
+		// No more quota in use than before. (Less is fine: a job an earlier spec deleted may
+		// release its quota meanwhile; a refused request's own workload is caught above.)
+		after := localQueueUsage(ctx, "default", "default")
+		for i := range after {
+			Expect(after[i]).To(BeNumerically("<=", queueBefore[i]), "LocalQueue default's pending/reserving/admitted workloads: %v before, %v after", queueBefore, after)
+		}
 	})
 })
 
