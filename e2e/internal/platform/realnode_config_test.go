@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,8 +138,24 @@ func TestNodeChainRulesAreRecognised(t *testing.T) {
 		"-A INPUT -j ACCEPT":                                   false,
 		"-A INPUT -m comment --comment KUBE-X -j DROP":         false,
 	} {
-		if got := jumpsToNodeChain(strings.Fields(line)); got != want {
+		if got := jumpsToNodeChain(ruleFields(line)); got != want {
 			t.Errorf("%q: jumps to a node chain = %v, want %v", line, got, want)
+		}
+	}
+}
+
+// The rules kube-proxy leaves carry quoted comments; deleting one passes its arguments back
+// to iptables, which takes the comment as one argument or refuses the rule.
+func TestRuleFieldsKeepQuotedArguments(t *testing.T) {
+	for line, want := range map[string][]string{
+		`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`: {"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"},
+		`-A INPUT -m comment --comment "say \"hi\" \\ bye" -j KUBE-X`:                      {"-A", "INPUT", "-m", "comment", "--comment", `say "hi" \ bye`, "-j", "KUBE-X"},
+		`-A INPUT -m comment --comment "" -j DROP`:                                         {"-A", "INPUT", "-m", "comment", "--comment", "", "-j", "DROP"},
+		"-N KUBE-SERVICES":        {"-N", "KUBE-SERVICES"},
+		"  -A  INPUT\t-j ACCEPT ": {"-A", "INPUT", "-j", "ACCEPT"},
+	} {
+		if got := ruleFields(line); !slices.Equal(got, want) {
+			t.Errorf("ruleFields(%q) = %q, want %q", line, got, want)
 		}
 	}
 }

@@ -385,7 +385,7 @@ func removeIPTablesChains() error {
 			}
 			var chains []string
 			for _, line := range strings.Split(string(out), "\n") {
-				f := strings.Fields(line)
+				f := ruleFields(line)
 				switch {
 				case len(f) == 2 && f[0] == "-N" && isNodeChain(f[1]):
 					chains = append(chains, f[1])
@@ -407,6 +407,39 @@ func removeIPTablesChains() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ruleFields splits a line of `iptables -S` into the arguments that wrote it: iptables
+// quotes an argument holding blanks (a comment: "kubernetes service portals") and escapes
+// the quotes and backslashes inside, so a split on blanks would pass `"kubernetes`,
+// `service` and `portals"` and iptables would refuse the rule it is asked to delete.
+func ruleFields(line string) []string {
+	var fields []string
+	var cur strings.Builder
+	inField, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, inField = !quoted, true
+		case !quoted && (c == ' ' || c == '\t'):
+			if inField {
+				fields = append(fields, cur.String())
+				cur.Reset()
+				inField = false
+			}
+		default:
+			cur.WriteByte(c)
+			inField = true
+		}
+	}
+	if inField {
+		fields = append(fields, cur.String())
+	}
+	return fields
 }
 
 func jumpsToNodeChain(fields []string) bool {
