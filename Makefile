@@ -108,7 +108,7 @@ $(PLATFORM): $(call go_sources,e2e api runtimes) $(wildcard runtimes/catalog/*.y
 	go build -o $@ ./e2e/cmd/kiln-platform
 
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
-	go build -o $@ ./operator/cmd/kiln-operator
+	go build -ldflags "-X main.version=$(KILN_VERSION)" -o $@ ./operator/cmd/kiln-operator
 
 $(APISERVER): $(call go_sources,apiserver api) go.work
 	go build -ldflags "-X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $@ ./apiserver/cmd/kiln-apiserver
@@ -132,7 +132,7 @@ images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln
 	for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
 		os=$${p%%/*}; arch=$${p#*/}; dir=$(IMAGES_BUILD)/$${os}_$${arch}; mkdir -p $$dir; \
 		build="env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath"; \
-		$$build -ldflags "-s -w" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
+		$$build -ldflags "-s -w -X main.version=$(KILN_VERSION)" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
 		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
 		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $$dir/kiln ./cli/cmd/kiln; \
 		$$build -ldflags "-s -w" -o $$dir/kiln-pause ./e2e/cmd/kiln-pause; \

@@ -26,11 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kiln-ml/kiln/api/telemetry"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/server"
 	"github.com/kiln-ml/kiln/apiserver/internal/service"
-	"github.com/kiln-ml/kiln/apiserver/internal/telemetry"
 )
 
 type options struct {
@@ -107,7 +107,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if (o.tlsListen != "") != (o.tlsCert != "" && o.tlsKey != "") {
 		return errors.New("--tls-listen-address needs --tls-cert-file and --tls-key-file, and they need it")
 	}
-	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-apiserver", service.Version)
+	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-apiserver", service.Version, telemetry.Options{Metrics: true})
 	if err != nil {
 		return err
 	}

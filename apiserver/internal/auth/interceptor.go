@@ -43,6 +43,12 @@ func (i *Interceptor) authenticate(ctx context.Context, header http.Header) (con
 	return WithIdentity(ctx, id), nil
 }
 
+// Authenticate authenticates a plain HTTP request (the metrics endpoint) as the interceptor
+// does a call: the returned context carries the caller; the error is a Connect error.
+func (i *Interceptor) Authenticate(ctx context.Context, header http.Header) (context.Context, error) {
+	return i.authenticate(ctx, header)
+}
+
 // WrapUnary implements connect.Interceptor.
 func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {

@@ -18,12 +18,17 @@ import (
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 )
 
-// Attributes is what a caller wants to do, as RBAC sees it.
+// Attributes is what a caller wants to do, as RBAC sees it: a verb on a resource, or on a
+// non-resource URL Path (then the resource fields are empty).
 type Attributes struct {
 	Verb, Group, Resource, Subresource, Namespace, Name string
+	Path                                                string
 }
 
 func (a Attributes) String() string {
+	if a.Path != "" {
+		return a.Verb + " " + a.Path
+	}
 	res := a.Resource
 	if a.Group != "" {
 		res += "." + a.Group
@@ -79,13 +84,15 @@ func (a *Authorizer) Allowed(ctx context.Context, attrs Attributes) (bool, strin
 		v := v.(authzVerdict)
 		return v.allowed, v.reason, nil
 	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: id.User, UID: id.UID, Groups: id.Groups,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: id.User, UID: id.UID, Groups: id.Groups}}
+	if attrs.Path != "" {
+		sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: attrs.Path, Verb: attrs.Verb}
+	} else {
+		sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
 			Verb: attrs.Verb, Group: attrs.Group, Resource: attrs.Resource, Subresource: attrs.Subresource,
 			Namespace: attrs.Namespace, Name: attrs.Name,
-		},
-	}}
+		}
+	}
 	if len(id.Extra) > 0 {
 		sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(id.Extra))
 		for k, vs := range id.Extra {

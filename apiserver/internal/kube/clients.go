@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,7 +99,10 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	}
 	// The caller's clients share the server's connections and rate limit; only the
 	// identity differs per request.
-	callerHTTP := &http.Client{Transport: impersonatingTransport{base: selfHTTP.Transport}, Timeout: selfHTTP.Timeout}
+	// Each call on a caller's behalf is a span of the RPC's trace (with tracing configured).
+	callerHTTP := &http.Client{Transport: otelhttp.NewTransport(impersonatingTransport{base: selfHTTP.Transport},
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "kubernetes " + r.Method + " " + r.URL.Path })),
+		Timeout: selfHTTP.Timeout}
 	asCaller, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: callerHTTP})
 	if err != nil {
 		return nil, fmt.Errorf("creating impersonating client: %w", err)

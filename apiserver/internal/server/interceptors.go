@@ -38,10 +38,14 @@ func (t timeoutInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFu
 
 // logInterceptor logs every call once it ended: who, what, how it ended, how long.
 type logInterceptor struct {
-	log *slog.Logger
+	log     *slog.Logger
+	metrics *metrics
 }
 
-func (l logInterceptor) record(ctx context.Context, caller *auth.Recorder, procedure, protocol string, start time.Time, err error) {
+func (l logInterceptor) record(ctx context.Context, caller *auth.Recorder, procedure, protocol string, stream bool, start time.Time, err error) {
+	if l.metrics != nil {
+		l.metrics.observe(procedure, stream, start, err)
+	}
 	code := "ok"
 	level := slog.LevelInfo
 	if err != nil {
@@ -72,7 +76,7 @@ func (l logInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		start, caller := time.Now(), &auth.Recorder{}
 		res, err := next(auth.WithRecorder(ctx, caller), req)
-		l.record(ctx, caller, req.Spec().Procedure, req.Peer().Protocol, start, err)
+		l.record(ctx, caller, req.Spec().Procedure, req.Peer().Protocol, false, start, err)
 		return res, err
 	}
 }
@@ -85,7 +89,7 @@ func (l logInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start, caller := time.Now(), &auth.Recorder{}
 		err := next(auth.WithRecorder(ctx, caller), conn)
-		l.record(ctx, caller, conn.Spec().Procedure, conn.Peer().Protocol, start, err)
+		l.record(ctx, caller, conn.Spec().Procedure, conn.Peer().Protocol, true, start, err)
 		return err
 	}
 }

@@ -44,14 +44,19 @@ type Server struct {
 
 // New assembles the services and their middleware.
 func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) {
-	otel, err := otelconnect.NewInterceptor()
+	// A call continues its caller's trace (the CLI's, an SDK user's), so that one trace runs
+	// from a submission to the job's completion; by default otelconnect would start a new
+	// trace with only a link to the caller's.
+	otel, err := otelconnect.NewInterceptor(otelconnect.WithTrustRemote())
 	if err != nil {
 		return nil, fmt.Errorf("creating OpenTelemetry interceptor: %w", err)
 	}
+	authInt := &auth.Interceptor{Authenticator: authn, ExtraKeys: o.ExtraKeys}
+	m := newMetrics()
 	opts := []connect.HandlerOption{
-		// Outermost first: telemetry sees every call, logging every outcome, then the
-		// caller is authenticated, then unary calls get their deadline.
-		connect.WithInterceptors(otel, logInterceptor{log: o.Log}, &auth.Interceptor{Authenticator: authn, ExtraKeys: o.ExtraKeys}, timeoutInterceptor{timeout: o.UnaryTimeout}),
+		// Outermost first: telemetry sees every call, logging and metrics every outcome,
+		// then the caller is authenticated, then unary calls get their deadline.
+		connect.WithInterceptors(otel, logInterceptor{log: o.Log, metrics: m}, authInt, timeoutInterceptor{timeout: o.UnaryTimeout}),
 		connect.WithReadMaxBytes(o.MaxRequestBytes),
 		connect.WithCompressMinBytes(1024),
 	}
@@ -73,6 +78,7 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 	reflector := grpcreflect.NewStaticReflector(names...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle("GET "+MetricsPath, m.handler(authInt, k.Authorizer))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {

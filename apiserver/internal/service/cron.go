@@ -23,6 +23,7 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
@@ -300,6 +301,7 @@ func (s *CronTrainJobs) TriggerCronTrainJob(ctx context.Context, req *connect.Re
 	// finalizers, which blocking the owner's deletion would take.
 	run.OwnerReferences[0].BlockOwnerDeletion = nil
 	idem.stamp(run)
+	run.Annotations = telemetry.Annotate(ctx, run.Annotations)
 	run, replayed, err := createOnce(ctx, s.kube.AsCaller, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, trainer.TrainJobKind, what, client.FieldOwner(FieldManager))
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
+	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/convert"
@@ -63,6 +64,8 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 		return nil, toConnect(what, err)
 	}
 	idem.stamp(tj)
+	// The operator's spans for the job continue this call's trace (submit to completion).
+	tj.Annotations = telemetry.Annotate(ctx, tj.Annotations)
 	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
 	if m.GetDryRun() {
 		opts = append(opts, client.DryRunAll)

@@ -94,3 +94,18 @@ chart's kueue.fullname, followed by "-controller-manager"), and operator.preserv
 {{- if $k.fullnameOverride }}{{ $full = $k.fullnameOverride }}{{ else if contains $name .Release.Name }}{{ $full = .Release.Name }}{{ end -}}
 {{- $full | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* The OpenTelemetry variables of a Kiln container (monitoring.tracing): none unless an OTLP endpoint is set. */}}
+{{- define "kiln.tracingEnv" -}}
+{{- with .Values.monitoring.tracing }}
+{{- if .otlpEndpoint -}}
+env:
+  - name: OTEL_EXPORTER_OTLP_ENDPOINT
+    value: {{ .otlpEndpoint | quote }}
+  {{- range $k, $v := .env }}
+  - name: {{ $k }}
+    value: {{ $v | quote }}
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
 	"k8s.io/utils/clock"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
@@ -105,6 +106,10 @@ func (f *Factory) clients() (*Clients, error) {
 // NewClients returns the clients of the API server at url, calling through hc.
 func NewClients(hc *http.Client, url, namespace string) *Clients {
 	opts := []connect.ClientOption{connect.WithHTTPGet(), connect.WithSendGzip()}
+	// Each call is a span of the command's trace, and carries its traceparent to the server.
+	if otel, err := otelconnect.NewInterceptor(); err == nil {
+		opts = append(opts, connect.WithInterceptors(otel))
+	}
 	return &Clients{
 		Jobs:      kilnv1connect.NewTrainJobServiceClient(hc, url, opts...),
 		Runtimes:  kilnv1connect.NewRuntimeServiceClient(hc, url, opts...),

@@ -129,7 +129,7 @@ func (e *env) logf(format string, args ...any) {
 
 func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*runResult, error) {
 	cfg := platform.DefaultConfig(o.Root)
-	cfg.Trainer, cfg.Controller, cfg.PodsPerNode, cfg.WithoutKilnAPIServer = tr, o.Budget, o.PodsPerNode, true
+	cfg.Trainer, cfg.Controller, cfg.PodsPerNode, cfg.WithoutKilnAPIServer, cfg.WithoutTracing = tr, o.Budget, o.PodsPerNode, true, true
 	// The scenarios run on the KWOK fleet; a real node would only take the apiserver's time.
 	cfg.RealNodes = 0
 	if o.Audit {

@@ -44,6 +44,7 @@ func (p *Platform) APIServerProcess() Process {
 			"--tls-cert-file=" + filepath.Join(p.PKI().ServingDir(), "tls.crt"),
 			"--tls-key-file=" + filepath.Join(p.PKI().ServingDir(), "tls.key"),
 		},
+		Env:     p.OTLPEnv(),
 		RunDir:  p.RunDir(),
 		LogsDir: p.LogsDir(),
 	}

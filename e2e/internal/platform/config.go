@@ -34,7 +34,10 @@ type Config struct {
 	OperatorMetrics int
 	KilnAPIPort     int
 	KilnAPITLSPort  int
-	GPUNodes        int
+	// OTLPPort is where the operator and the API server export their traces (OTLP/HTTP on
+	// 127.0.0.1): run a collector or Jaeger there to see them; the tracing spec listens there.
+	OTLPPort int
+	GPUNodes int
 	// RealNodes is how many real nodes run beside the KWOK fleet: 1 (kiln-node-0, a
 	// kubelet with containerd on this machine) or 0.
 	RealNodes        int
@@ -58,6 +61,8 @@ type Config struct {
 	// WithoutKilnAPIServer leaves Kiln's API server out of the platform (the benchmarks of
 	// the controllers, whose other platform has none).
 	WithoutKilnAPIServer bool
+	// WithoutTracing exports no traces (the benchmarks: they measure the controllers alone).
+	WithoutTracing bool
 	// AuditNamespaces makes the apiserver log every write request in these namespaces (who,
 	// what, the answer) to AuditLogFile, for telling apart which component wrote what.
 	// None by default: logging costs the apiserver time.
@@ -104,6 +109,7 @@ func DefaultConfig(root string) Config {
 		OperatorMetrics:  18085,
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,
+		OTLPPort:         18318,
 		GPUNodes:         4,
 		RealNodes:        1,
 		GPUsPerNode:      8,
@@ -204,3 +210,12 @@ func (c Config) ConfigDir() string { return filepath.Join(c.StateDir, "config") 
 
 // ManifestsDir holds the JobSet and Kueue releases rendered from their pinned modules.
 func (c Config) ManifestsDir() string { return filepath.Join(c.BinDir, "manifests") }
+
+// OTLPEnv configures a Kiln process to export its traces to OTLPPort, flushing every
+// 200 ms (the default 5 s would make a trace slow to complete in the tests).
+func (c Config) OTLPEnv() []string {
+	if c.WithoutTracing {
+		return nil
+	}
+	return []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", c.OTLPPort), "OTEL_BSP_SCHEDULE_DELAY=200"}
+}

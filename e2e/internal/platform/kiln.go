@@ -31,6 +31,7 @@ func (p *Platform) OperatorProcess() Process {
 			fmt.Sprintf("--trainjob-concurrency=%d", p.Controller.Concurrency),
 			"--zap-log-level=2",
 		},
+		Env:     p.OTLPEnv(),
 		RunDir:  p.RunDir(),
 		LogsDir: p.LogsDir(),
 	}

@@ -17,12 +17,18 @@ import (
 // returns stdout, stderr and the exit code.
 func kilnCLI(stdin string, args ...string) (string, string, int) {
 	GinkgoHelper()
+	return kilnCLIWith(nil, stdin, args...)
+}
+
+// kilnCLIWith is kilnCLI with extra environment variables.
+func kilnCLIWith(env []string, stdin string, args ...string) (string, string, int) {
+	GinkgoHelper()
 	root := os.Getenv("KILN_ROOT")
 	if root == "" || os.Getenv("KILN_CONFIG") == "" {
 		Skip("KILN_ROOT and KILN_CONFIG are not set: not on the local platform")
 	}
 	cmd := exec.Command(filepath.Join(root, "bin", "kiln"), args...)
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -298,18 +299,70 @@ var _ = Describe("The Helm chart", func() {
 		Expect(fmt.Sprint(quota[0])).To(ContainSubstring("nominalQuota:16"))
 	})
 
+	It("adds the ServiceMonitor, PrometheusRule, dashboard and tracing when asked, and none by default", func() {
+		objs, out, err := helmTemplate("kiln-system", kilnOnly...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(kinds(objs, "ServiceMonitor")).To(BeEmpty())
+		Expect(kinds(objs, "PrometheusRule")).To(BeEmpty())
+		Expect(out).NotTo(ContainSubstring("OTEL_"))
+		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement("--metrics-secure=true"))
+		Expect(find(objs, "ClusterRole", "kiln-metrics-reader").Object["rules"]).To(Equal([]any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}))
+
+		objs, out, err = helmTemplate("kiln-system", append([]string{"monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.labels.release=prometheus",
+			"monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=grafana",
+			"monitoring.tracing.otlpEndpoint=http://otel-collector.monitoring:4318", "monitoring.tracing.env.OTEL_TRACES_SAMPLER=parentbased_always_on"}, kilnOnly...)...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		sm := find(objs, "ServiceMonitor", "kiln")
+		Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "prometheus"))
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		Expect(endpoints).To(HaveLen(2), "the operator's and the API server's")
+		Expect(endpoints[0]).To(HaveKeyWithValue("scheme", "https"))
+		Expect(endpoints[0]).To(HaveKeyWithValue("port", "metrics"))
+		Expect(find(objs, "Service", "kiln-operator-metrics").GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/component", "operator"), "the ServiceMonitor selects it")
+
+		groups, _, _ := unstructured.NestedSlice(find(objs, "PrometheusRule", "kiln").Object, "spec", "groups")
+		rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+		var alerts []string
+		for _, r := range rules {
+			alerts = append(alerts, r.(map[string]any)["alert"].(string))
+			Expect(r.(map[string]any)["expr"]).NotTo(BeEmpty())
+		}
+		Expect(alerts).To(ConsistOf("KilnTimerLagHigh", "KilnReconcileErrors", "KilnJobSetWritesFailing", "KilnJobsStuckQueued", "KilnOperatorDown"))
+
+		cm := find(objs, "ConfigMap", "kiln-dashboard")
+		Expect(cm.GetNamespace()).To(Equal("grafana"))
+		Expect(cm.GetLabels()).To(HaveKeyWithValue("grafana_dashboard", "1"))
+		dashboard := map[string]any{}
+		Expect(json.Unmarshal([]byte(cm.Object["data"].(map[string]any)["kiln.json"].(string)), &dashboard)).To(Succeed(), "the dashboard is JSON")
+		Expect(dashboard["title"]).To(Equal("Kiln"))
+		Expect(dashboard["panels"]).NotTo(BeEmpty())
+
+		for _, name := range []string{"kiln-operator", "kiln-apiserver"} {
+			containers, _, _ := unstructured.NestedSlice(find(objs, "Deployment", name).Object, "spec", "template", "spec", "containers")
+			Expect(containers[0].(map[string]any)["env"]).To(ContainElements(
+				map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.monitoring:4318"},
+				map[string]any{"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_always_on"}), name)
+		}
+
+		_, out, err = helmTemplate("kiln-system", append([]string{"monitoring.serviceMonitor.enabled=true", "operator.metrics.enabled=false"}, kilnOnly...)...)
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("monitoring.serviceMonitor.enabled needs operator.metrics.enabled"))
+	})
+
 	It("refuses misspelt keys and wrong types, naming the key", func() {
 		for set, want := range map[string]string{
-			"jobset.enabled=false":                          "additional properties 'enabled' not allowed",
-			"kueue.install=maybe":                           "/kueue/install",
-			"defaultQueues.clusterQueue.resources.cpu=lots": "/defaultQueues/clusterQueue/resources/cpu",
-			"defaultQueues.localQueue.namespaces={Team_A}":  "/defaultQueues/localQueue/namespaces/0",
-			"operater.replicas=2":                           "additional properties 'operater' not allowed",
-			"operator.replicas=two":                         "/operator/replicas",
-			"operator.webhook.port=0":                       "/operator/webhook/port",
-			"runtimes.torch.enabled=false":                  "additional properties 'torch' not allowed",
-			"operator.image.digest=latest":                  "/operator/image/digest",
-			"apiserver.extraArgs[0]=verbose":                "/apiserver/extraArgs/0",
+			"jobset.enabled=false":                           "additional properties 'enabled' not allowed",
+			"kueue.install=maybe":                            "/kueue/install",
+			"defaultQueues.clusterQueue.resources.cpu=lots":  "/defaultQueues/clusterQueue/resources/cpu",
+			"defaultQueues.localQueue.namespaces={Team_A}":   "/defaultQueues/localQueue/namespaces/0",
+			"operater.replicas=2":                            "additional properties 'operater' not allowed",
+			"operator.replicas=two":                          "/operator/replicas",
+			"operator.webhook.port=0":                        "/operator/webhook/port",
+			"runtimes.torch.enabled=false":                   "additional properties 'torch' not allowed",
+			"operator.image.digest=latest":                   "/operator/image/digest",
+			"apiserver.extraArgs[0]=verbose":                 "/apiserver/extraArgs/0",
+			"monitoring.tracing.otlpEndpoint=collector:4318": "/monitoring/tracing/otlpEndpoint",
+			"monitoring.serviceMonitor.interval=often":       "/monitoring/serviceMonitor/interval",
 		} {
 			_, out, err := helmTemplate("kiln-system", set)
 			Expect(err).To(HaveOccurred(), set)

@@ -21,12 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/kueue"
+	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
@@ -34,8 +36,13 @@ import (
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
+// version is Kiln's version (set at build time), for the traces' resource.
+var version = "dev"
+
 type options struct {
 	metricsAddr, probeAddr  string
+	metricsSecure           bool
+	metricsCertDir          string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaseDuration           time.Duration
@@ -64,6 +71,8 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the Kubernetes API authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview); false serves plain HTTP to anyone who can reach the address")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory of the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
@@ -111,7 +120,18 @@ func main() {
 		}
 		return
 	}
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces variant) is set.
+	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-operator", version, telemetry.Options{})
+	if err != nil {
+		ctrl.Log.Error(err, "Setting up OpenTelemetry")
+		os.Exit(1)
+	}
+	err = run(ctx, o)
+	if serr := shutdownTelemetry(context.Background()); serr != nil {
+		ctrl.Log.Error(serr, "Flushing the traces")
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "Operator stopped")
 		os.Exit(1)
 	}
@@ -179,6 +199,22 @@ func podNamespace() string {
 	return "kiln-system"
 }
 
+// The metrics endpoint authenticates and authorizes its callers through the Kubernetes API.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves the metrics (controller-runtime's and Kiln's kiln_*), over HTTPS to
+// authorized callers unless --metrics-secure=false.
+func metricsOptions(o options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		opts.SecureServing = true
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.CertDir = o.metricsCertDir
+	}
+	return opts
+}
+
 // Leader election, in the operator's namespace (the chart's; kiln-system by default).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kiln-system,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",namespace=kiln-system,resources=events,verbs=create;patch
@@ -200,7 +236,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                  scheme,
 		Cache:                   kilncontroller.CacheOptions(),
 		Client:                  kilncontroller.ClientOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kiln-operator.trainer.kubeflow.org",

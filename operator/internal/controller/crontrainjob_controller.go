@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -51,6 +53,35 @@ type CronTrainJobReconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
+	// skipped and missed remember which due instant's skip and misses were counted in the
+	// metrics: every reconcile until the run is created finds the same instant due again.
+	skipped, missed dueSeen
+}
+
+// dueSeen is, per CronTrainJob, the latest due instant something was counted for.
+type dueSeen struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]time.Time
+}
+
+// first reports whether due is new for cj, and remembers it.
+func (d *dueSeen) first(cj types.NamespacedName, due time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[types.NamespacedName]time.Time{}
+	}
+	if d.m[cj].Equal(due) {
+		return false
+	}
+	d.m[cj] = due
+	return true
+}
+
+func (d *dueSeen) forget(cj types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, cj)
 }
 
 // NewCronTrainJobReconciler returns the reconciler; clk tells it the time.
@@ -86,6 +117,10 @@ func runOutcome(tj *trainer.TrainJob) (done, failed bool) {
 func (r *CronTrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cj := &kiln.CronTrainJob{}
 	if err := r.client.Get(ctx, req.NamespacedName, cj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.skipped.forget(req.NamespacedName)
+			r.missed.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cj.DeletionTimestamp.IsZero() {
@@ -142,7 +177,11 @@ func (r *CronTrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	due, missed, err := sched.Due(since, now, deadline)
 	if err != nil {
 		r.recorder.Eventf(cj, nil, corev1.EventTypeWarning, ReasonTooManyMissed, "Schedule", "%v; running the latest, %s", err, due.UTC().Format(time.RFC3339))
-	} else if missed > 1 {
+	}
+	if missed > 1 && r.missed.first(req.NamespacedName, due) {
+		cronMissed.Add(float64(missed - 1))
+	}
+	if err == nil && missed > 1 {
 		r.recorder.Eventf(cj, nil, corev1.EventTypeNormal, ReasonMissedSchedules, "Schedule",
 			"%d scheduled times passed while no run could be created; running the latest, %s", missed, due.UTC().Format(time.RFC3339))
 	}
@@ -170,6 +209,9 @@ func (r *CronTrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if len(active) > 0 {
 			// As CronJob: the time stays due, and runs when the active one has finished,
 			// if still within startingDeadlineSeconds.
+			if r.skipped.first(req.NamespacedName, due) {
+				cronRuns.WithLabelValues(RunSkipped).Inc()
+			}
 			r.recorder.Eventf(cj, nil, corev1.EventTypeNormal, ReasonJobAlreadyActive, "Skip",
 				"Not starting the run of %s: %s is still active (concurrencyPolicy: Forbid)", due.UTC().Format(time.RFC3339), active[0].job.Name)
 			setActive(cj, active)
@@ -180,6 +222,7 @@ func (r *CronTrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			if err := r.client.Delete(ctx, rn.job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, err
 			}
+			cronRuns.WithLabelValues(RunReplaced).Inc()
 			r.recorder.Eventf(cj, rn.job, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Delete",
 				"Deleted active run %s to start the run of %s (concurrencyPolicy: Replace)", rn.job.Name, due.UTC().Format(time.RFC3339))
 		}
@@ -189,10 +232,13 @@ func (r *CronTrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	tj := cj.NewRun(due)
 	if err := r.client.Create(ctx, tj); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
+			cronRuns.WithLabelValues(RunCreateFailed).Inc()
 			r.recorder.Eventf(cj, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "Creating the run of %s: %v", due.UTC().Format(time.RFC3339), err)
 			return ctrl.Result{}, err
 		}
 	} else {
+		cronRuns.WithLabelValues(RunCreated).Inc()
+		cronLag.Observe(seconds(now.Sub(due)))
 		r.recorder.Eventf(cj, tj, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Create", "Created TrainJob %s, the run of %s", name, due.UTC().Format(time.RFC3339))
 	}
 	cj.Status.LastScheduleTime = &metav1.Time{Time: due}

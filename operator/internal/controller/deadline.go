@@ -67,7 +67,10 @@ func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, js *j
 	if js == nil || !js.DeletionTimestamp.IsZero() || c == nil || c.Status != metav1.ConditionTrue || c.Reason != trainer.TrainJobDeadlineExceededReason {
 		return nil
 	}
-	if err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+	start := time.Now()
+	err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	traceStep(ctx, "delete JobSet", start, client.IgnoreNotFound(err))
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the JobSet of a TrainJob past its deadline: %w", err)
 	}
 	// Its Jobs go too, now: the garbage collector would get to them only once it watches

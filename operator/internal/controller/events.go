@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
@@ -16,6 +17,7 @@ const (
 	ReasonCreated         = "Created"
 	ReasonSuspended       = "Suspended"
 	ReasonResumed         = "Resumed"
+	ReasonRunning         = "Running"
 	ReasonCompleted       = "Completed"
 	ReasonFailed          = "Failed"
 	ReasonRuntimeNotFound = "RuntimeNotFound"
@@ -60,6 +62,9 @@ func transitions(before, after *trainer.TrainJobStatus) []event {
 	if c := turned(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason); c != nil {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonResumed, c.Message})
 	}
+	if podsReady(after) && !podsReady(before) && !finished(after) {
+		evs = append(evs, event{corev1.EventTypeNormal, ReasonRunning, "TrainJob running: its pods are ready"})
+	}
 	if c := turned(trainer.TrainJobComplete, metav1.ConditionTrue, ""); c != nil {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonCompleted, "TrainJob completed: " + c.Message})
 	}
@@ -88,4 +93,14 @@ func restarted(before, after *trainer.RestartsStatus) *event {
 	}
 	return &event{corev1.EventTypeWarning, ReasonRestarted, fmt.Sprintf("restarting all pods (restart %d; %s, %d of %d used): %s: %s",
 		after.Count, budget, after.CountedTowardsMax, after.MaxRestarts, after.LastReason, after.LastMessage)}
+}
+
+// podsReady says whether any of the job's pods is ready (or done): the job runs.
+func podsReady(st *trainer.TrainJobStatus) bool {
+	for _, js := range st.JobsStatus {
+		if ptr.Deref(js.Ready, 0)+ptr.Deref(js.Succeeded, 0) > 0 {
+			return true
+		}
+	}
+	return false
 }

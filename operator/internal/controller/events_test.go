@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -19,15 +20,23 @@ func TestTransitions(t *testing.T) {
 		before, after trainer.TrainJobStatus
 		want          []string
 	}{
-		"nothing changed":      {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "True", "Suspended")},
-		"suspended":            {after: with(trainer.TrainJobSuspended, "True", "Suspended"), want: []string{"Normal Suspended"}},
-		"resumed":              {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "False", "Resumed"), want: []string{"Normal Resumed"}},
-		"completed":            {after: with(trainer.TrainJobComplete, "True", "AllJobsCompleted"), want: []string{"Normal Completed"}},
-		"failed":               {after: with(trainer.TrainJobFailed, "True", "FailedJobs"), want: []string{"Warning Failed"}},
-		"deadline: own event":  {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason)},
-		"no runtime: own":      {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobRuntimeNotFoundReason)},
-		"JobSet refused: own":  {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobJobSetRejectedReason)},
-		"runtime found: quiet": {before: with(trainer.TrainJobFailed, "True", trainer.TrainJobRuntimeNotFoundReason), after: with(trainer.TrainJobFailed, "False", trainer.TrainJobRuntimeFoundReason)},
+		"nothing changed":             {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "True", "Suspended")},
+		"suspended":                   {after: with(trainer.TrainJobSuspended, "True", "Suspended"), want: []string{"Normal Suspended"}},
+		"resumed":                     {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "False", "Resumed"), want: []string{"Normal Resumed"}},
+		"completed":                   {after: with(trainer.TrainJobComplete, "True", "AllJobsCompleted"), want: []string{"Normal Completed"}},
+		"failed":                      {after: with(trainer.TrainJobFailed, "True", "FailedJobs"), want: []string{"Warning Failed"}},
+		"deadline: own event":         {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason)},
+		"no runtime: own":             {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobRuntimeNotFoundReason)},
+		"JobSet refused: own":         {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobJobSetRejectedReason)},
+		"runtime found: quiet":        {before: with(trainer.TrainJobFailed, "True", trainer.TrainJobRuntimeNotFoundReason), after: with(trainer.TrainJobFailed, "False", trainer.TrainJobRuntimeFoundReason)},
+		"pods ready":                  {after: trainer.TrainJobStatus{JobsStatus: ready(1)}, want: []string{"Normal Running"}},
+		"still ready":                 {before: trainer.TrainJobStatus{JobsStatus: ready(1)}, after: trainer.TrainJobStatus{JobsStatus: ready(2)}},
+		"ready again after a restart": {before: trainer.TrainJobStatus{JobsStatus: ready(0)}, after: trainer.TrainJobStatus{JobsStatus: ready(1)}, want: []string{"Normal Running"}},
+		"done at once: Completed only": {after: func() trainer.TrainJobStatus {
+			st := with(trainer.TrainJobComplete, "True", "AllJobsCompleted")
+			st.JobsStatus = []trainer.JobStatus{{Name: "node", Succeeded: ptr.To[int32](1)}}
+			return st
+		}(), want: []string{"Normal Completed"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -65,4 +74,8 @@ func TestRestartedEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ready(n int32) []trainer.JobStatus {
+	return []trainer.JobStatus{{Name: "node", Ready: ptr.To(n)}}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,7 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	}
 	res, err := render.Render(tj, rt)
 	if err != nil {
-		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(err)
+		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(fmt.Errorf("%w: %w", errRender, err))
 	}
 	key := client.ObjectKeyFromObject(tj)
 	hash, err := renderingHash(res)
@@ -65,7 +66,13 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 			return nil, fmt.Errorf("applying MPI hostfile: %w", err)
 		}
 	}
+	step := "update JobSet"
+	if js == nil {
+		step = "create JobSet"
+	}
+	applyStart := time.Now()
 	applied, err := r.apply(ctx, res.JobSet)
+	traceStep(ctx, step, applyStart, err)
 	if rejectedForGood(err) {
 		return nil, fmt.Errorf("%w: %w", errJobSetRejected, err)
 	}
@@ -81,6 +88,9 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	}
 	return nil, nil
 }
+
+// errRender: the TrainJob and its runtime do not make a JobSet; a retry cannot fix that.
+var errRender = errors.New("rendering the JobSet")
 
 // errJobSetRejected: the apiserver refused the rendered JobSet in a way no retry can fix.
 var errJobSetRejected = errors.New("the JobSet was refused")

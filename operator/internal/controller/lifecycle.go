@@ -17,6 +17,8 @@ type lifecycleActions struct {
 	// requeueAfter is the next instant a rule falls due (0: none).
 	requeueAfter time.Duration
 	events       []event
+	// deadlineDue and ttlDue are the instants the rule that fired fell due (for its lag).
+	deadlineDue, ttlDue time.Time
 }
 
 // applyLifecycle applies the deadline (deadline.go), then the TTL (ttl.go): a deadline that
@@ -32,12 +34,14 @@ func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy tra
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	if due, fired := applyDeadline(tj, st, policy, now, activeSince); fired != nil {
 		out.deleteJobSet = true
+		out.deadlineDue = st.StartTime.Add(time.Duration(*policy.ActiveDeadlineSeconds) * time.Second)
 		out.events = append(out.events, *fired)
 	} else {
 		out.requeueAfter = due
 	}
 	if due, expired := applyTTL(st, policy, stamp, now); expired != nil {
 		out.deleteTrainJob = true
+		out.ttlDue = st.CompletionTime.Add(time.Duration(*policy.TTLSecondsAfterFinished) * time.Second)
 		out.events = append(out.events, *expired)
 	} else if due > 0 {
 		out.requeueAfter = due

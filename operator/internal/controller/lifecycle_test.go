@@ -47,7 +47,7 @@ func TestApplyLifecycle(t *testing.T) {
 		"deadline due, even if it passed while the operator was down": {
 			status: trainer.TrainJobStatus{StartTime: at(0)}, policy: hour, now: 5 * time.Hour,
 			wantStart: at(0), wantCompletion: at(5 * time.Hour), wantFailed: trainer.TrainJobDeadlineExceededReason,
-			want: lifecycleActions{deleteJobSet: true},
+			want: lifecycleActions{deleteJobSet: true, deadlineDue: t0.Add(time.Hour)},
 		},
 		"completion time set once finished": {
 			status: trainer.TrainJobStatus{StartTime: at(0), Conditions: complete}, now: 10 * time.Second,
@@ -59,11 +59,11 @@ func TestApplyLifecycle(t *testing.T) {
 		},
 		"TTL due": {
 			status: trainer.TrainJobStatus{StartTime: at(0), CompletionTime: at(time.Minute), Conditions: complete}, policy: ttl, now: 2 * time.Minute,
-			wantStart: at(0), wantCompletion: at(time.Minute), want: lifecycleActions{deleteTrainJob: true},
+			wantStart: at(0), wantCompletion: at(time.Minute), want: lifecycleActions{deleteTrainJob: true, ttlDue: t0.Add(2 * time.Minute)},
 		},
 		"TTL 0 deletes as soon as finished": {
 			status: trainer.TrainJobStatus{StartTime: at(0), Conditions: complete}, policy: trainer.EffectiveRunPolicy{TTLSecondsAfterFinished: ptr.To[int32](0)}, now: 5 * time.Second,
-			wantStart: at(0), wantCompletion: at(5 * time.Second), want: lifecycleActions{deleteTrainJob: true},
+			wantStart: at(0), wantCompletion: at(5 * time.Second), want: lifecycleActions{deleteTrainJob: true, ttlDue: t0.Add(5 * time.Second)},
 		},
 	}
 	for name, tc := range cases {

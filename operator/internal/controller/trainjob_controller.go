@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 // the whole status in memory, writes it once, records the events it explains, and only
 // then acts on what the lifecycle decided.
 func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
+	ctx, traced := withReconcileTrace(ctx)
 	key := client.ObjectKeyFromObject(tj)
 	js := &jobsetv1alpha2.JobSet{}
 	if err := r.client.Get(ctx, key, js); apierrors.IsNotFound(err) {
@@ -132,16 +134,28 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		return reconcile.Result{}, errors.Join(applyErr, err)
 	}
 	acts := applyLifecycle(tj, st, policy, r.clock.Now(), r.activeSince(ctx, tj, st))
-	evs = append(evs, transitions(&tj.Status, st)...)
-	evs = append(evs, acts.events...)
+	changed := transitions(&tj.Status, st)
+	before := *tj.Status.DeepCopy()
 	batched, err := r.writeStatus(ctx, tj, st)
 	if errors.Is(err, errTrainJobGone) {
 		return reconcile.Result{}, nil
 	} else if err != nil {
 		return reconcile.Result{}, errors.Join(applyErr, err)
 	}
+	if batched == 0 {
+		// A change held for its batch is not stored yet: its events come with its write.
+		evs = append(evs, changed...)
+	}
+	evs = append(evs, acts.events...)
 	r.record(tj, evs)
+	observeJobSetError(applyErr)
+	from, to := jobState(tj, &before), jobState(tj, &before)
+	if batched == 0 {
+		observeWrite(tj, &before, st, acts, r.clock.Now())
+		to = jobState(tj, st)
+	}
 	res, err := r.act(ctx, tj, js, st, acts, applyErr)
+	recordTrace(ctx, traced, tj, from, to, evs, acts, cmp.Or(err, applyErr))
 	return afterBatch(res, err, batched)
 }
 
@@ -157,7 +171,11 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 		return reconcile.Result{}, err
 	}
 	if acts.deleteTrainJob {
-		return reconcile.Result{}, r.deleteExpired(ctx, tj)
+		deleted, err := r.deleteExpired(ctx, tj)
+		if deleted {
+			observeTTLDeletion(tj, acts, r.clock.Now())
+		}
+		return reconcile.Result{}, err
 	}
 	if applyErr == nil && acts.requeueAfter > 0 {
 		return reconcile.Result{RequeueAfter: acts.requeueAfter, Priority: ptr.To(timerPriority)}, nil
@@ -191,6 +209,9 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		return []string{runtimeRefKey(runtimeKind(tj), tj.Spec.RuntimeRef.Name)}
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	if err := registerStateCollector(mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the kiln_trainjobs metric: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,10 +38,17 @@ func applyTTL(st *trainer.TrainJobStatus, policy trainer.EffectiveRunPolicy, sta
 }
 
 // deleteExpired deletes a TrainJob whose TTL expired. Its JobSet, pods, services, config
-// maps and secrets go with it (owner references).
-func (r *TrainJobReconciler) deleteExpired(ctx context.Context, tj *trainer.TrainJob) error {
-	if err := r.client.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the TrainJob after its TTL: %w", err)
+// maps and secrets go with it (owner references). It reports whether this call deleted it
+// (not when it was gone already).
+func (r *TrainJobReconciler) deleteExpired(ctx context.Context, tj *trainer.TrainJob) (bool, error) {
+	start := time.Now()
+	err := r.client.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	traceStep(ctx, "delete TrainJob", start, client.IgnoreNotFound(err))
+	if apierrors.IsNotFound(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("deleting the TrainJob after its TTL: %w", err)
+	}
+	return true, nil
 }

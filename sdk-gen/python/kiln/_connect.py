@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import struct
@@ -169,6 +170,7 @@ class Transport:
                 raise errors.UnauthenticatedError(f"reading the token file (token-file or KILN_TOKEN_FILE): {e}") from None
         if token:
             h["Authorization"] = "Bearer " + token
+        h.update(_trace_headers())
         return h
 
     def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
@@ -231,3 +233,22 @@ def _network_error(server: str, e: BaseException) -> errors.KilnError:
             "(set certificate-authority in the Kiln configuration, or KILN_CA_FILE)"
         )
     return errors.UnavailableError(f"cannot reach the Kiln API server at {server}: {e} (check the server in the Kiln configuration or KILN_SERVER)")
+
+
+def _trace_headers() -> Dict[str, str]:
+    """The W3C trace context to send: the current span's when OpenTelemetry is installed and
+    configured (optional; the SDK needs only the standard library), else TRACEPARENT and
+    TRACESTATE from the environment (OpenTelemetry's environment carriers). The API server
+    continues that trace, and the operator's spans for a job it creates join it."""
+    h: Dict[str, str] = {}
+    try:
+        from opentelemetry import propagate  # type: ignore[import-not-found]
+
+        propagate.inject(h)
+    except ImportError:
+        pass
+    if "traceparent" not in h and os.environ.get("TRACEPARENT"):
+        h["traceparent"] = os.environ["TRACEPARENT"]
+        if os.environ.get("TRACESTATE"):
+            h["tracestate"] = os.environ["TRACESTATE"]
+    return h

@@ -366,3 +366,24 @@ class ScheduleWireTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TraceContextTest(unittest.TestCase):
+    """The W3C trace context a caller runs in reaches the API server (TRACEPARENT, as
+    OpenTelemetry's environment carriers), so the job's trace starts in the caller's."""
+
+    TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    def test_sends_traceparent_from_the_environment(self) -> None:
+        import os
+        from unittest import mock
+
+        with Server({"GetCronTrainJob": (200, {"cronTrainJob": WEEKLY})}) as srv:
+            with mock.patch.dict(os.environ, {"TRACEPARENT": self.TRACEPARENT, "TRACESTATE": "kiln=1"}):
+                client(srv.url).get_schedule("weekly-retrain")
+            with mock.patch.dict(os.environ, {}, clear=False):
+                os.environ.pop("TRACEPARENT", None)
+                client(srv.url).get_schedule("weekly-retrain")
+        first, second = (r["headers"] for r in srv.received)
+        self.assertEqual((first.get("traceparent"), first.get("tracestate")), (self.TRACEPARENT, "kiln=1"))
+        self.assertNotIn("traceparent", second)

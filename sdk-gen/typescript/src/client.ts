@@ -657,6 +657,13 @@ function connectTransport(ctx: Context): Transport {
       }
     }
     if (token) req.header.set("Authorization", `Bearer ${token}`);
+    // The caller's W3C trace context (OpenTelemetry's environment carriers): the API server
+    // continues that trace, and the operator's spans for a job it creates join it.
+    const traceparent = process.env.TRACEPARENT;
+    if (traceparent && !req.header.has("traceparent")) {
+      req.header.set("traceparent", traceparent);
+      if (process.env.TRACESTATE) req.header.set("tracestate", process.env.TRACESTATE);
+    }
     return next(req);
   };
   let url: URL;

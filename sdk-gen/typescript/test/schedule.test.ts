@@ -385,3 +385,21 @@ test("getSchedule: not found", async () => {
     assert.deepEqual(srv.bodies("DeleteCronTrainJob"), [{ namespace: "default", name: "weekly-retrain" }]);
   });
 });
+
+test("the caller's trace context (TRACEPARENT) reaches the server", async () => {
+  const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  await withFake({ GetCronTrainJob: weekly() }, async (c, srv) => {
+    process.env.TRACEPARENT = traceparent;
+    process.env.TRACESTATE = "kiln=1";
+    try {
+      await c.getSchedule("weekly-retrain");
+    } finally {
+      delete process.env.TRACEPARENT;
+      delete process.env.TRACESTATE;
+    }
+    await c.getSchedule("weekly-retrain");
+    const [first, second] = srv.received.map((r) => r.headers);
+    assert.deepEqual([first.traceparent, first.tracestate], [traceparent, "kiln=1"]);
+    assert.equal(second.traceparent, undefined);
+  });
+});

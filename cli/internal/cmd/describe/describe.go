@@ -1,6 +1,6 @@
 // Package describe is `kiln describe`: everything about a job a person wants to know, in
-// words: what it runs, what state it is in and why, when its timers fire, its steps and
-// its events.
+// words: what it runs, what state it is in and why, when its timers fire, its timeline,
+// its steps and its events.
 package describe
 
 import (
@@ -171,6 +171,18 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		field("Restarts", restarts)
 	}
 
+	if tl := timeline(j, events); len(tl) > 1 {
+		b.WriteString("\nTimeline:\n")
+		t := printer.NewTable(io, "AGE", "WHAT", "AFTER", "DETAIL").Aligned()
+		for i, m := range tl {
+			after := "-"
+			if i > 0 {
+				after = "+" + printer.Duration(m.at.Sub(tl[i-1].at))
+			}
+			t.Row(printer.Age(now, m.at)+" ago", m.what, after, orDefault(m.detail, "-"))
+		}
+		_ = t.Render(indent{&b})
+	}
 	if len(st.GetSteps()) > 0 {
 		b.WriteString("\nSteps:\n")
 		t := printer.NewTable(io, "STEP", "PHASE", "NODE", "DEVICES", "RESTARTS", "STARTED", "REASON").Aligned()

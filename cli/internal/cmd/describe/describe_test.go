@@ -42,12 +42,25 @@ func TestDescribe(t *testing.T) {
 		{Type: "Normal", Reason: "Created", Object: "TrainJob/mnist", Message: "Created JobSet mnist", Count: 1, LastTime: timestamppb.New(now.Add(-18 * time.Minute))},
 		{Type: "Warning", Reason: "BackOff", Object: "Pod/mnist-node-0-1-x7k2p", Message: "Back-off restarting failed container", Count: 3, LastTime: timestamppb.New(now.Add(-4 * time.Minute))},
 	}
+	at := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-d)) }
+	// The operator's lifecycle events of a queued job that restarted once on a disruption; a
+	// pod's event is not part of the job's timeline.
+	lifecycle := []*kilnv1.Event{
+		{Type: "Normal", Reason: "Suspended", Object: "TrainJob/mnist", Count: 1, FirstTime: at(20 * time.Minute), LastTime: at(20 * time.Minute)},
+		{Type: "Normal", Reason: "Created", Object: "TrainJob/mnist", Message: "Created JobSet mnist", Count: 1, LastTime: at(20 * time.Minute)},
+		{Type: "Normal", Reason: "Resumed", Object: "TrainJob/mnist", Count: 1, FirstTime: at(18 * time.Minute), LastTime: at(18 * time.Minute)},
+		{Type: "Normal", Reason: "Running", Object: "TrainJob/mnist", Count: 2, FirstTime: at(17 * time.Minute), LastTime: at(2*time.Minute + 50*time.Second)},
+		{Type: "Warning", Reason: "Restarted", Object: "TrainJob/mnist", Count: 1, FirstTime: at(3 * time.Minute), LastTime: at(3 * time.Minute),
+			Message: "restarting all pods (restart 2; not counted against maxRestarts, 1 of 3 used): Disruption: applying RestartJobSetAndIgnoreMaxRestarts failure policy action"},
+		{Type: "Warning", Reason: "BackOff", Object: "Pod/mnist-node-0-1-x7k2p", Message: "Back-off restarting failed container", Count: 3, LastTime: at(4 * time.Minute)},
+	}
 	queued := kilntest.Job("team", "llama", kilnv1.State_STATE_QUEUED)
 	queued.Status = &kilnv1.TrainJobStatus{State: kilnv1.State_STATE_QUEUED, Reason: "Pending",
 		Message:                 "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed",
 		Queue:                   &kilnv1.QueuePosition{LocalQueue: "default", ClusterQueue: "cluster-queue", PositionInLocalQueue: 3, PositionInClusterQueue: 5},
 		TtlSecondsAfterFinished: i32(3600)}
 	failed := kilntest.Job("team", "short", kilnv1.State_STATE_FAILED)
+	failed.CreateTime = at(3 * time.Hour)
 	failed.Status = &kilnv1.TrainJobStatus{State: kilnv1.State_STATE_FAILED, Reason: "DeadlineExceeded", Message: "TrainJob exceeded its active deadline",
 		StartTime: timestamppb.New(now.Add(-2 * time.Hour)), CompletionTime: timestamppb.New(now.Add(-time.Hour)),
 		ActiveDeadlineSeconds: i64(3600), TtlSecondsAfterFinished: i32(86400), TtlDeleteTime: timestamppb.New(now.Add(23 * time.Hour))}
@@ -61,6 +74,7 @@ func TestDescribe(t *testing.T) {
 		"running-pipe": {job: running(), events: events},
 		"queued":       {job: queued},
 		"failed-ttl":   {job: failed, eventsErr: errors.New("events are not readable")},
+		"timeline":     {job: running(), events: lifecycle},
 	} {
 		t.Run(name, func(t *testing.T) {
 			io, _, _, _ := iostreams.Test()
