@@ -83,18 +83,20 @@ func (m metricFamilies) value(name string, labels map[string]string) float64 {
 }
 
 // operatorMetricsURL is where the operator serves its metrics: on 127.0.0.1 when it runs as
-// a process, on its pod's IP (the real node's pod network is routed on this machine) when
-// the chart installed it.
+// a process, on its leader pod's IP (the real node's pod network is routed on this machine)
+// when the chart installed it: only the leader counts.
 func operatorMetricsURL(ctx context.Context) string {
 	GinkgoHelper()
 	if os.Getenv(platform.EnvInstall) != string(platform.InstallChart) {
 		return fmt.Sprintf("https://127.0.0.1:%d/metrics", platform.DefaultConfig(os.Getenv("KILN_ROOT")).OperatorMetrics)
 	}
+	var leader string
+	Eventually(ctx, func() string { leader = leaderPod(ctx); return leader }).ShouldNot(BeEmpty(), "an operator pod leads")
 	pods := &corev1.PodList{}
 	Expect(k8s.List(ctx, pods, client.InNamespace(platform.APIServerNamespace),
 		client.MatchingLabels{"app.kubernetes.io/component": "operator", "app.kubernetes.io/instance": platform.ReleaseName})).To(Succeed())
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
+		if p.Name == leader && p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
 			for _, c := range p.Spec.Containers {
 				for _, port := range c.Ports {
 					if port.Name == "metrics" {
@@ -104,7 +106,7 @@ func operatorMetricsURL(ctx context.Context) string {
 			}
 		}
 	}
-	Fail("no running operator pod with a metrics port")
+	Fail("the leader, " + leader + ", has no metrics port or no IP")
 	return ""
 }
 

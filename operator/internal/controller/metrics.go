@@ -221,14 +221,24 @@ func observeJobSetError(err error) {
 func seconds(d time.Duration) float64 { return max(d.Seconds(), 0) }
 
 // stateCollector reports kiln_trainjobs from the cache: a gauge that no restart, missed
-// event or deleted job can put wrong, because nothing is kept between scrapes.
+// event or deleted job can put wrong, because nothing is kept between scrapes. Only the
+// leader reports it (elected is closed once this replica leads; nil: always), so that a
+// sum over replicas counts each job once.
 type stateCollector struct {
-	reader client.Reader
+	reader  client.Reader
+	elected <-chan struct{}
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- trainJobsDesc }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.elected != nil {
+		select {
+		case <-c.elected:
+		default:
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list := &trainer.TrainJobList{}
@@ -270,10 +280,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// registerStateCollector (re)registers the kiln_trainjobs collector reading through r: a
+// registerStateCollector (re)registers the kiln_trainjobs collector reading through r once
+// elected: a
 // manager set up again in the same process (tests) replaces the previous one.
-func registerStateCollector(r client.Reader) error {
-	c := stateCollector{reader: r}
+func registerStateCollector(r client.Reader, elected <-chan struct{}) error {
+	c := stateCollector{reader: r, elected: elected}
 	if err := ctrlmetrics.Registry.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if !errors.As(err, &are) {

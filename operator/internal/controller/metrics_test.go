@@ -186,8 +186,8 @@ func withJobs(tj *trainer.TrainJob, jobs []trainer.JobStatus) *trainer.TrainJob 
 	return tj
 }
 
-// kiln_trainjobs is read from the cache at each scrape: every state of every runtime that
-// has jobs, zeros included; jobs another controller manages are not Kiln's.
+// kiln_trainjobs is read from the cache at each scrape, by the leader: every state of every
+// runtime that has jobs, zeros included; jobs another controller manages are not Kiln's.
 func TestStateCollector(t *testing.T) {
 	h := newHarness(t,
 		kilntesting.MakeTrainJob("a", "ns").Queue("q").Condition(trainer.TrainJobSuspended, metav1.ConditionTrue, "Suspended", "").Obj(),
@@ -214,6 +214,15 @@ kiln_trainjobs{runtime="torch-distributed",state="suspended"} 0
 `
 	if err := testutil.CollectAndCompare(stateCollector{reader: h.client}, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+	// A standby replica reports nothing until it leads.
+	elected := make(chan struct{})
+	if n := testutil.CollectAndCount(stateCollector{reader: h.client, elected: elected}); n != 0 {
+		t.Errorf("a standby reports %d series", n)
+	}
+	close(elected)
+	if n := testutil.CollectAndCount(stateCollector{reader: h.client, elected: elected}); n != 12 {
+		t.Errorf("the leader reports %d series, want 12", n)
 	}
 }
 

@@ -210,7 +210,7 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
-	if err := registerStateCollector(mgr.GetCache()); err != nil {
+	if err := registerStateCollector(mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("registering the kiln_trainjobs metric: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
