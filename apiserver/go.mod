@@ -13,7 +13,8 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
-	github.com/kiln-ml/kiln/api v0.0.0-00010101000000-000000000000
+	github.com/kiln-ml/kiln/api v0.0.0
+	github.com/kiln-ml/kiln/runtimes v0.0.0-00010101000000-000000000000
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
 	github.com/prometheus/client_golang v1.23.2
@@ -107,3 +108,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/kiln-ml/kiln/runtimes => ../runtimes

@@ -241,14 +241,28 @@ def _trace_headers() -> Dict[str, str]:
     TRACESTATE from the environment (OpenTelemetry's environment carriers). The API server
     continues that trace, and the operator's spans for a job it creates join it."""
     h: Dict[str, str] = {}
-    try:
-        from opentelemetry import propagate  # type: ignore[import-not-found]
-
+    propagate = _otel_propagate()
+    if propagate is not None:
         propagate.inject(h)
-    except ImportError:
-        pass
     if "traceparent" not in h and os.environ.get("TRACEPARENT"):
         h["traceparent"] = os.environ["TRACEPARENT"]
         if os.environ.get("TRACESTATE"):
             h["tracestate"] = os.environ["TRACESTATE"]
     return h
+
+
+_OTEL_UNSET = object()
+_otel: Any = _OTEL_UNSET
+
+
+def _otel_propagate() -> Any:
+    """opentelemetry.propagate when installed, else None (looked up once)."""
+    global _otel
+    if _otel is _OTEL_UNSET:
+        try:
+            from opentelemetry import propagate  # type: ignore[import-not-found]
+
+            _otel = propagate
+        except ImportError:
+            _otel = None
+    return _otel
