@@ -60,7 +60,9 @@ func (w Warning) String() string {
 
 // Result is a conversion's output: one object per source document, in order.
 type Result struct {
-	Objects  []client.Object
+	Objects []client.Object
+	// Sources are the source objects, "<Kind>/<name>", beside Objects.
+	Sources  []string
 	Warnings []Warning
 }
 
@@ -144,6 +146,7 @@ func Convert(data []byte, o Options) (*Result, error) {
 			obj.SetNamespace(o.Namespace)
 		}
 		res.Objects = append(res.Objects, obj)
+		res.Sources = append(res.Sources, c.source)
 		res.Warnings = append(res.Warnings, c.warnings...)
 	}
 	return res, nil

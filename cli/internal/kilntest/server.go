@@ -55,7 +55,10 @@ type Server struct {
 	Schedules        map[string]*kilnv1.CronTrainJob
 	CreatedSchedules []*kilnv1.CreateCronTrainJobRequest
 	Triggered        []*kilnv1.TriggerCronTrainJobRequest
-	URL              string
+	// Converted records the convert requests; ConvertAnswer is the answer to each.
+	Converted     []*kilnv1.ConvertManifestsRequest
+	ConvertAnswer *kilnv1.ConvertManifestsResponse
+	URL           string
 }
 
 // Start serves a new Server for the test's lifetime.
@@ -384,4 +387,16 @@ func (s *Server) ListQueues(context.Context, *connect.Request[kilnv1.ListQueuesR
 // GetServerInfo implements kilnv1connect.ServerServiceHandler.
 func (s *Server) GetServerInfo(context.Context, *connect.Request[kilnv1.GetServerInfoRequest]) (*connect.Response[kilnv1.GetServerInfoResponse], error) {
 	return connect.NewResponse(&kilnv1.GetServerInfoResponse{Version: "v0.9.0", KubernetesVersion: "v1.36.3", Kueue: true, User: "system:serviceaccount:team:alice"}), nil
+}
+
+// ConvertManifests answers as the API server does for one PyTorchJob: the request is kept
+// in Converted, and the answer is ConvertAnswer.
+func (s *Server) ConvertManifests(_ context.Context, req *connect.Request[kilnv1.ConvertManifestsRequest]) (*connect.Response[kilnv1.ConvertManifestsResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Converted = append(s.Converted, req.Msg)
+	if s.ConvertAnswer == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("manifests: document 1: not a kind kiln convert takes"))
+	}
+	return connect.NewResponse(s.ConvertAnswer), nil
 }

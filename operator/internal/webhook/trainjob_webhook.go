@@ -56,10 +56,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 		Handler:      schemaFirst{next: defaulter.Handler},
 		RecoverPanic: ptr.To(true),
 	})
-	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient()})
+	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader()})
 	validator.RecoverPanic = ptr.To(true)
 	srv.Register(ValidatePath, validator)
-	cron := admission.WithValidator[*kiln.CronTrainJob](mgr.GetScheme(), &CronValidator{jobs: &Validator{client: mgr.GetClient()}})
+	cron := admission.WithValidator[*kiln.CronTrainJob](mgr.GetScheme(), &CronValidator{jobs: &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader()}})
 	cron.RecoverPanic = ptr.To(true)
 	srv.Register(CronValidatePath, cron)
 	return nil
@@ -126,6 +126,9 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 // Validator rejects TrainJobs that can never run as written.
 type Validator struct {
 	client client.Reader
+	// live reads past the cache: a runtime created a moment before its first job (one
+	// kubectl apply of both) may not be in the cache yet.
+	live client.Reader
 }
 
 // ValidateCreate checks a new TrainJob against its runtime.
@@ -193,19 +196,13 @@ func (v *Validator) runtime(ctx context.Context, tj *trainer.TrainJob) (*trainer
 	if g := ptr.Deref(tj.Spec.RuntimeRef.APIGroup, trainer.GroupVersion.Group); g != trainer.GroupVersion.Group {
 		return nil, field.ErrorList{field.NotSupported(ref.Child("apiGroup"), g, []string{trainer.GroupVersion.Group})}
 	}
-	var err error
-	var spec trainer.TrainingRuntimeSpec
-	switch kind {
-	case trainer.ClusterTrainingRuntimeKind:
-		rt := &trainer.ClusterTrainingRuntime{}
-		err = v.client.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, rt)
-		spec = rt.Spec
-	case trainer.TrainingRuntimeKind:
-		rt := &trainer.TrainingRuntime{}
-		err = v.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Spec.RuntimeRef.Name}, rt)
-		spec = rt.Spec
-	default:
+	if kind != trainer.ClusterTrainingRuntimeKind && kind != trainer.TrainingRuntimeKind {
 		return nil, field.ErrorList{field.NotSupported(ref.Child("kind"), kind, []string{trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind})}
+	}
+	spec, err := getRuntime(ctx, v.client, kind, tj)
+	if apierrors.IsNotFound(err) && v.live != nil {
+		// Not in the cache: ask the apiserver before refusing, the cache may be behind.
+		spec, err = getRuntime(ctx, v.live, kind, tj)
 	}
 	if apierrors.IsNotFound(err) {
 		where := ""
@@ -220,6 +217,18 @@ func (v *Validator) runtime(ctx context.Context, tj *trainer.TrainJob) (*trainer
 		return nil, field.ErrorList{field.InternalError(ref, fmt.Errorf("reading the runtime: %w", err))}
 	}
 	return &spec, nil
+}
+
+// getRuntime reads the spec of the runtime of kind that tj references, through r.
+func getRuntime(ctx context.Context, r client.Reader, kind string, tj *trainer.TrainJob) (trainer.TrainingRuntimeSpec, error) {
+	if kind == trainer.ClusterTrainingRuntimeKind {
+		rt := &trainer.ClusterTrainingRuntime{}
+		err := r.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, rt)
+		return rt.Spec, err
+	}
+	rt := &trainer.TrainingRuntime{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Spec.RuntimeRef.Name}, rt)
+	return rt.Spec, err
 }
 
 func validateAgainstRuntime(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) field.ErrorList {

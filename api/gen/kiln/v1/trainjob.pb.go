@@ -2229,6 +2229,285 @@ func (*DeleteTrainJobResponse) Descriptor() ([]byte, []int) {
 	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
 }
 
+type ConvertManifestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifests are the sources: YAML (several documents separated by ---) or JSON.
+	Manifests string `protobuf:"bytes,1,opt,name=manifests,proto3" json:"manifests,omitempty"`
+	// runtime is the ClusterTrainingRuntime the results run on (default torch-distributed,
+	// or for a v2alpha1 draft the runtime it names).
+	Runtime string `protobuf:"bytes,2,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	// namespace, when set, replaces the sources' namespace.
+	Namespace     string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvertManifestsRequest) Reset() {
+	*x = ConvertManifestsRequest{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvertManifestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvertManifestsRequest) ProtoMessage() {}
+
+func (x *ConvertManifestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvertManifestsRequest.ProtoReflect.Descriptor instead.
+func (*ConvertManifestsRequest) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ConvertManifestsRequest) GetManifests() string {
+	if x != nil {
+		return x.Manifests
+	}
+	return ""
+}
+
+func (x *ConvertManifestsRequest) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
+func (x *ConvertManifestsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+type ConvertManifestsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifests are the results, one per source document, in order.
+	Manifests []*ConvertedManifest `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	// warnings say what did not carry over, and notes what carried over in another form.
+	Warnings      []*ConversionWarning `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvertManifestsResponse) Reset() {
+	*x = ConvertManifestsResponse{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvertManifestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvertManifestsResponse) ProtoMessage() {}
+
+func (x *ConvertManifestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvertManifestsResponse.ProtoReflect.Descriptor instead.
+func (*ConvertManifestsResponse) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ConvertManifestsResponse) GetManifests() []*ConvertedManifest {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+func (x *ConvertManifestsResponse) GetWarnings() []*ConversionWarning {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// ConvertedManifest is one result, ready to apply (or to create with CreateTrainJob's or
+// CreateCronTrainJob's manifest).
+type ConvertedManifest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is TrainJob or CronTrainJob.
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name      string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// manifest is the object as YAML.
+	Manifest string `protobuf:"bytes,4,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	// source is the source object, "<Kind>/<name>".
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvertedManifest) Reset() {
+	*x = ConvertedManifest{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvertedManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvertedManifest) ProtoMessage() {}
+
+func (x *ConvertedManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvertedManifest.ProtoReflect.Descriptor instead.
+func (*ConvertedManifest) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ConvertedManifest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ConvertedManifest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConvertedManifest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ConvertedManifest) GetManifest() string {
+	if x != nil {
+		return x.Manifest
+	}
+	return ""
+}
+
+func (x *ConvertedManifest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type ConversionWarning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// document is the source's index in the request's manifests, from 0.
+	Document int32 `protobuf:"varint,1,opt,name=document,proto3" json:"document,omitempty"`
+	// source is "<Kind>/<name>" of the source object.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// field is the source field's path, e.g. spec.runPolicy.cleanPodPolicy.
+	Field   string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// note marks a change made (a flag removed, a variable set) rather than something lost.
+	Note          bool `protobuf:"varint,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConversionWarning) Reset() {
+	*x = ConversionWarning{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConversionWarning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConversionWarning) ProtoMessage() {}
+
+func (x *ConversionWarning) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConversionWarning.ProtoReflect.Descriptor instead.
+func (*ConversionWarning) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ConversionWarning) GetDocument() int32 {
+	if x != nil {
+		return x.Document
+	}
+	return 0
+}
+
+func (x *ConversionWarning) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ConversionWarning) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *ConversionWarning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ConversionWarning) GetNote() bool {
+	if x != nil {
+		return x.Note
+	}
+	return false
+}
+
 type StreamLogsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -2252,7 +2531,7 @@ type StreamLogsRequest struct {
 
 func (x *StreamLogsRequest) Reset() {
 	*x = StreamLogsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2543,7 @@ func (x *StreamLogsRequest) String() string {
 func (*StreamLogsRequest) ProtoMessage() {}
 
 func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2556,7 @@ func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StreamLogsRequest) GetNamespace() string {
@@ -2345,7 +2624,7 @@ type StreamLogsResponse struct {
 
 func (x *StreamLogsResponse) Reset() {
 	*x = StreamLogsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2636,7 @@ func (x *StreamLogsResponse) String() string {
 func (*StreamLogsResponse) ProtoMessage() {}
 
 func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2649,7 @@ func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
 func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamLogsResponse) GetLines() []*LogLine {
@@ -2394,7 +2673,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2685,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2698,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LogLine) GetStep() string {
@@ -2467,7 +2746,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2758,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2771,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -2519,7 +2798,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2810,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2823,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2574,7 +2853,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2865,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2878,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetType() string {
@@ -2851,7 +3130,26 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x15DeleteTrainJobRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x18\n" +
-	"\x16DeleteTrainJobResponse\"\x9e\x02\n" +
+	"\x16DeleteTrainJobResponse\"o\n" +
+	"\x17ConvertManifestsRequest\x12\x1c\n" +
+	"\tmanifests\x18\x01 \x01(\tR\tmanifests\x12\x18\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\x8c\x01\n" +
+	"\x18ConvertManifestsResponse\x128\n" +
+	"\tmanifests\x18\x01 \x03(\v2\x1a.kiln.v1.ConvertedManifestR\tmanifests\x126\n" +
+	"\bwarnings\x18\x02 \x03(\v2\x1a.kiln.v1.ConversionWarningR\bwarnings\"\x8d\x01\n" +
+	"\x11ConvertedManifest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\bmanifest\x18\x04 \x01(\tR\bmanifest\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x8b\x01\n" +
+	"\x11ConversionWarning\x12\x1a\n" +
+	"\bdocument\x18\x01 \x01(\x05R\bdocument\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\bR\x04note\"\x9e\x02\n" +
 	"\x11StreamLogsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2906,7 +3204,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_MODIFIED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_DELETED\x10\x03\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x04\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x052\xee\x05\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x052\xc7\x06\n" +
 	"\x0fTrainJobService\x12Q\n" +
 	"\x0eCreateTrainJob\x12\x1e.kiln.v1.CreateTrainJobRequest\x1a\x1f.kiln.v1.CreateTrainJobResponse\x12M\n" +
 	"\vGetTrainJob\x12\x1b.kiln.v1.GetTrainJobRequest\x1a\x1c.kiln.v1.GetTrainJobResponse\"\x03\x90\x02\x01\x12S\n" +
@@ -2918,7 +3216,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\n" +
 	"StreamLogs\x12\x1a.kiln.v1.StreamLogsRequest\x1a\x1b.kiln.v1.StreamLogsResponse0\x01\x12J\n" +
 	"\n" +
-	"ListEvents\x12\x1a.kiln.v1.ListEventsRequest\x1a\x1b.kiln.v1.ListEventsResponse\"\x03\x90\x02\x01B\x89\x01\n" +
+	"ListEvents\x12\x1a.kiln.v1.ListEventsRequest\x1a\x1b.kiln.v1.ListEventsResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\x10ConvertManifests\x12 .kiln.v1.ConvertManifestsRequest\x1a!.kiln.v1.ConvertManifestsResponseB\x89\x01\n" +
 	"\vcom.kiln.v1B\rTrainjobProtoP\x01Z.github.com/kiln-ml/kiln/api/gen/kiln/v1;kilnv1\xa2\x02\x03KXX\xaa\x02\aKiln.V1\xca\x02\aKiln\\V1\xe2\x02\x13Kiln\\V1\\GPBMetadata\xea\x02\bKiln::V1b\x06proto3"
 
 var (
@@ -2934,78 +3233,82 @@ func file_kiln_v1_trainjob_proto_rawDescGZIP() []byte {
 }
 
 var file_kiln_v1_trainjob_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_kiln_v1_trainjob_proto_goTypes = []any{
-	(RuntimeKind)(0),                // 0: kiln.v1.RuntimeKind
-	(State)(0),                      // 1: kiln.v1.State
-	(WatchEventType)(0),             // 2: kiln.v1.WatchEventType
-	(*TrainJob)(nil),                // 3: kiln.v1.TrainJob
-	(*EnvVar)(nil),                  // 4: kiln.v1.EnvVar
-	(*Resources)(nil),               // 5: kiln.v1.Resources
-	(*TrainJobSpec)(nil),            // 6: kiln.v1.TrainJobSpec
-	(*TrainJobStatus)(nil),          // 7: kiln.v1.TrainJobStatus
-	(*Restarts)(nil),                // 8: kiln.v1.Restarts
-	(*QueuePosition)(nil),           // 9: kiln.v1.QueuePosition
-	(*Step)(nil),                    // 10: kiln.v1.Step
-	(*Device)(nil),                  // 11: kiln.v1.Device
-	(*ReplicatedJobStatus)(nil),     // 12: kiln.v1.ReplicatedJobStatus
-	(*Condition)(nil),               // 13: kiln.v1.Condition
-	(*NewTrainJob)(nil),             // 14: kiln.v1.NewTrainJob
-	(*CreateTrainJobRequest)(nil),   // 15: kiln.v1.CreateTrainJobRequest
-	(*CreateTrainJobResponse)(nil),  // 16: kiln.v1.CreateTrainJobResponse
-	(*GetTrainJobRequest)(nil),      // 17: kiln.v1.GetTrainJobRequest
-	(*GetTrainJobResponse)(nil),     // 18: kiln.v1.GetTrainJobResponse
-	(*ListTrainJobsRequest)(nil),    // 19: kiln.v1.ListTrainJobsRequest
-	(*ListTrainJobsResponse)(nil),   // 20: kiln.v1.ListTrainJobsResponse
-	(*WatchTrainJobsRequest)(nil),   // 21: kiln.v1.WatchTrainJobsRequest
-	(*WatchTrainJobsResponse)(nil),  // 22: kiln.v1.WatchTrainJobsResponse
-	(*SuspendTrainJobRequest)(nil),  // 23: kiln.v1.SuspendTrainJobRequest
-	(*SuspendTrainJobResponse)(nil), // 24: kiln.v1.SuspendTrainJobResponse
-	(*ResumeTrainJobRequest)(nil),   // 25: kiln.v1.ResumeTrainJobRequest
-	(*ResumeTrainJobResponse)(nil),  // 26: kiln.v1.ResumeTrainJobResponse
-	(*DeleteTrainJobRequest)(nil),   // 27: kiln.v1.DeleteTrainJobRequest
-	(*DeleteTrainJobResponse)(nil),  // 28: kiln.v1.DeleteTrainJobResponse
-	(*StreamLogsRequest)(nil),       // 29: kiln.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),      // 30: kiln.v1.StreamLogsResponse
-	(*LogLine)(nil),                 // 31: kiln.v1.LogLine
-	(*ListEventsRequest)(nil),       // 32: kiln.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),      // 33: kiln.v1.ListEventsResponse
-	(*Event)(nil),                   // 34: kiln.v1.Event
-	nil,                             // 35: kiln.v1.TrainJob.LabelsEntry
-	nil,                             // 36: kiln.v1.TrainJob.AnnotationsEntry
-	nil,                             // 37: kiln.v1.Resources.RequestsEntry
-	nil,                             // 38: kiln.v1.Resources.LimitsEntry
-	nil,                             // 39: kiln.v1.NewTrainJob.LabelsEntry
-	nil,                             // 40: kiln.v1.NewTrainJob.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),   // 41: google.protobuf.Timestamp
+	(RuntimeKind)(0),                 // 0: kiln.v1.RuntimeKind
+	(State)(0),                       // 1: kiln.v1.State
+	(WatchEventType)(0),              // 2: kiln.v1.WatchEventType
+	(*TrainJob)(nil),                 // 3: kiln.v1.TrainJob
+	(*EnvVar)(nil),                   // 4: kiln.v1.EnvVar
+	(*Resources)(nil),                // 5: kiln.v1.Resources
+	(*TrainJobSpec)(nil),             // 6: kiln.v1.TrainJobSpec
+	(*TrainJobStatus)(nil),           // 7: kiln.v1.TrainJobStatus
+	(*Restarts)(nil),                 // 8: kiln.v1.Restarts
+	(*QueuePosition)(nil),            // 9: kiln.v1.QueuePosition
+	(*Step)(nil),                     // 10: kiln.v1.Step
+	(*Device)(nil),                   // 11: kiln.v1.Device
+	(*ReplicatedJobStatus)(nil),      // 12: kiln.v1.ReplicatedJobStatus
+	(*Condition)(nil),                // 13: kiln.v1.Condition
+	(*NewTrainJob)(nil),              // 14: kiln.v1.NewTrainJob
+	(*CreateTrainJobRequest)(nil),    // 15: kiln.v1.CreateTrainJobRequest
+	(*CreateTrainJobResponse)(nil),   // 16: kiln.v1.CreateTrainJobResponse
+	(*GetTrainJobRequest)(nil),       // 17: kiln.v1.GetTrainJobRequest
+	(*GetTrainJobResponse)(nil),      // 18: kiln.v1.GetTrainJobResponse
+	(*ListTrainJobsRequest)(nil),     // 19: kiln.v1.ListTrainJobsRequest
+	(*ListTrainJobsResponse)(nil),    // 20: kiln.v1.ListTrainJobsResponse
+	(*WatchTrainJobsRequest)(nil),    // 21: kiln.v1.WatchTrainJobsRequest
+	(*WatchTrainJobsResponse)(nil),   // 22: kiln.v1.WatchTrainJobsResponse
+	(*SuspendTrainJobRequest)(nil),   // 23: kiln.v1.SuspendTrainJobRequest
+	(*SuspendTrainJobResponse)(nil),  // 24: kiln.v1.SuspendTrainJobResponse
+	(*ResumeTrainJobRequest)(nil),    // 25: kiln.v1.ResumeTrainJobRequest
+	(*ResumeTrainJobResponse)(nil),   // 26: kiln.v1.ResumeTrainJobResponse
+	(*DeleteTrainJobRequest)(nil),    // 27: kiln.v1.DeleteTrainJobRequest
+	(*DeleteTrainJobResponse)(nil),   // 28: kiln.v1.DeleteTrainJobResponse
+	(*ConvertManifestsRequest)(nil),  // 29: kiln.v1.ConvertManifestsRequest
+	(*ConvertManifestsResponse)(nil), // 30: kiln.v1.ConvertManifestsResponse
+	(*ConvertedManifest)(nil),        // 31: kiln.v1.ConvertedManifest
+	(*ConversionWarning)(nil),        // 32: kiln.v1.ConversionWarning
+	(*StreamLogsRequest)(nil),        // 33: kiln.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),       // 34: kiln.v1.StreamLogsResponse
+	(*LogLine)(nil),                  // 35: kiln.v1.LogLine
+	(*ListEventsRequest)(nil),        // 36: kiln.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 37: kiln.v1.ListEventsResponse
+	(*Event)(nil),                    // 38: kiln.v1.Event
+	nil,                              // 39: kiln.v1.TrainJob.LabelsEntry
+	nil,                              // 40: kiln.v1.TrainJob.AnnotationsEntry
+	nil,                              // 41: kiln.v1.Resources.RequestsEntry
+	nil,                              // 42: kiln.v1.Resources.LimitsEntry
+	nil,                              // 43: kiln.v1.NewTrainJob.LabelsEntry
+	nil,                              // 44: kiln.v1.NewTrainJob.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),    // 45: google.protobuf.Timestamp
 }
 var file_kiln_v1_trainjob_proto_depIdxs = []int32{
-	41, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
-	35, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
-	36, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
+	45, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
+	39, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
+	40, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
 	6,  // 3: kiln.v1.TrainJob.spec:type_name -> kiln.v1.TrainJobSpec
 	7,  // 4: kiln.v1.TrainJob.status:type_name -> kiln.v1.TrainJobStatus
-	37, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
-	38, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
+	41, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
+	42, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
 	0,  // 7: kiln.v1.TrainJobSpec.runtime_kind:type_name -> kiln.v1.RuntimeKind
 	4,  // 8: kiln.v1.TrainJobSpec.env:type_name -> kiln.v1.EnvVar
 	5,  // 9: kiln.v1.TrainJobSpec.resources_per_node:type_name -> kiln.v1.Resources
 	1,  // 10: kiln.v1.TrainJobStatus.state:type_name -> kiln.v1.State
-	41, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
-	41, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	41, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
-	41, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
+	45, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
+	45, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	45, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
+	45, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
 	9,  // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
 	10, // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
 	12, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
 	13, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
 	8,  // 19: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
-	41, // 20: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
+	45, // 20: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
 	11, // 21: kiln.v1.Step.devices:type_name -> kiln.v1.Device
-	41, // 22: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
-	41, // 23: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	39, // 24: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
-	40, // 25: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
+	45, // 22: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
+	45, // 23: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	43, // 24: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
+	44, // 25: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
 	6,  // 26: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
 	14, // 27: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
 	3,  // 28: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
@@ -3016,34 +3319,38 @@ var file_kiln_v1_trainjob_proto_depIdxs = []int32{
 	3,  // 33: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
 	3,  // 34: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
 	3,  // 35: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	31, // 36: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
-	41, // 37: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	34, // 38: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
-	41, // 39: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
-	41, // 40: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
-	15, // 41: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
-	17, // 42: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
-	19, // 43: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
-	21, // 44: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
-	23, // 45: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
-	25, // 46: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
-	27, // 47: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
-	29, // 48: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
-	32, // 49: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
-	16, // 50: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
-	18, // 51: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
-	20, // 52: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
-	22, // 53: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
-	24, // 54: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
-	26, // 55: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
-	28, // 56: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
-	30, // 57: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
-	33, // 58: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
-	50, // [50:59] is the sub-list for method output_type
-	41, // [41:50] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	31, // 36: kiln.v1.ConvertManifestsResponse.manifests:type_name -> kiln.v1.ConvertedManifest
+	32, // 37: kiln.v1.ConvertManifestsResponse.warnings:type_name -> kiln.v1.ConversionWarning
+	35, // 38: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
+	45, // 39: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	38, // 40: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
+	45, // 41: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
+	45, // 42: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
+	15, // 43: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
+	17, // 44: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
+	19, // 45: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
+	21, // 46: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
+	23, // 47: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
+	25, // 48: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
+	27, // 49: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
+	33, // 50: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
+	36, // 51: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
+	29, // 52: kiln.v1.TrainJobService.ConvertManifests:input_type -> kiln.v1.ConvertManifestsRequest
+	16, // 53: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
+	18, // 54: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
+	20, // 55: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
+	22, // 56: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
+	24, // 57: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
+	26, // 58: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
+	28, // 59: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
+	34, // 60: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
+	37, // 61: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
+	30, // 62: kiln.v1.TrainJobService.ConvertManifests:output_type -> kiln.v1.ConvertManifestsResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_kiln_v1_trainjob_proto_init() }
@@ -3058,14 +3365,14 @@ func file_kiln_v1_trainjob_proto_init() {
 		(*CreateTrainJobRequest_TrainJob)(nil),
 		(*CreateTrainJobRequest_Manifest)(nil),
 	}
-	file_kiln_v1_trainjob_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_trainjob_proto_rawDesc), len(file_kiln_v1_trainjob_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kiln-ml/kiln/cli/internal/cmd/completion"
 	configcmd "github.com/kiln-ml/kiln/cli/internal/cmd/config"
+	"github.com/kiln-ml/kiln/cli/internal/cmd/convert"
 	deletecmd "github.com/kiln-ml/kiln/cli/internal/cmd/delete"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/describe"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/get"
@@ -62,7 +63,7 @@ Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait)
 	for _, c := range []*cobra.Command{
 		submit.NewCmdSubmit(f, nil), list.NewCmdList(f, nil), get.NewCmdGet(f, nil), describe.NewCmdDescribe(f, nil),
 		logs.NewCmdLogs(f, nil), wait.NewCmdWait(f, nil), suspend.NewCmdSuspend(f, nil), suspend.NewCmdResume(f, nil),
-		deletecmd.NewCmdDelete(f, nil), schedule.NewCmdSchedule(f, nil),
+		deletecmd.NewCmdDelete(f, nil), schedule.NewCmdSchedule(f, nil), convert.NewCmdConvert(f, nil),
 	} {
 		c.GroupID = "jobs"
 		cmd.AddCommand(c)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/cli/internal/cmd/convert"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
@@ -30,7 +31,11 @@ import (
 type Options struct {
 	Factory *factory.Factory
 
-	File                string
+	File string
+	// Convert takes a PyTorchJob, batch Job or v2alpha1 TrainJob in -f, converted by the server.
+	Convert bool
+	// source is -f's content once converted.
+	source              []byte
 	Name, GenerateName  string
 	Runtime             string
 	NamespacedRuntime   bool
@@ -145,6 +150,7 @@ func (o *Options) changed(cmd *cobra.Command) {
 func (o *Options) addFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&o.File, "filename", "f", "", "TrainJob manifest (YAML or JSON; - reads standard input)")
+	fl.BoolVar(&o.Convert, "convert", false, "-f is a PyTorchJob (kubeflow.org/v1), batch Job or v2alpha1 TrainJob: convert it first (as `kiln convert`), printing what changed")
 	fl.StringVar(&o.Name, "name", "", "name of the job")
 	fl.StringVar(&o.GenerateName, "generate-name", "", "prefix of a name the server completes (default: the runtime's name and a dash)")
 	fl.StringVar(&o.Runtime, "runtime", "", "runtime to run on, e.g. torch-distributed (`kiln runtimes list`)")
@@ -176,6 +182,11 @@ func (o *Options) addFlags(cmd *cobra.Command) {
 func run(ctx context.Context, o *Options) error {
 	if o.Schedule != "" || len(o.scheduleFlags) > 0 {
 		return runSchedule(ctx, o)
+	}
+	if o.Convert {
+		if err := o.convert(ctx); err != nil {
+			return err
+		}
 	}
 	req, err := o.request()
 	if err != nil {
@@ -354,15 +365,12 @@ func commandFlag(cmd []string) []string {
 
 // manifest reads -f and applies the flags that may change it.
 func (o *Options) manifest(deadline *int64, ttl *int64, labels map[string]string) (string, error) {
-	var data []byte
-	var err error
-	if o.File == "-" {
-		data, err = io.ReadAll(o.Factory.IO.In)
-	} else {
-		data, err = os.ReadFile(o.File)
+	data, err := o.source, error(nil)
+	if data == nil {
+		data, err = o.read()
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading the manifest: %w", err)
+		return "", err
 	}
 	if o.Name == "" && o.GenerateName == "" && o.Queue == "" && o.PriorityClass == "" && deadline == nil && ttl == nil && !o.Suspend && len(labels) == 0 {
 		return string(data), nil
@@ -524,4 +532,47 @@ func int32Ptr(v *int64) *int32 {
 	}
 	i := int32(*v)
 	return &i
+}
+
+// read reads -f.
+func (o *Options) read() ([]byte, error) {
+	var data []byte
+	var err error
+	if o.File == "-" {
+		data, err = io.ReadAll(o.Factory.IO.In)
+	} else {
+		data, err = os.ReadFile(o.File)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifest: %w", err)
+	}
+	return data, nil
+}
+
+// convert has the server convert -f into one TrainJob, which is then submitted as if -f had
+// held it; what changed goes to standard error.
+func (o *Options) convert(ctx context.Context) error {
+	if o.File == "" {
+		return factory.Usagef("--convert needs -f: the PyTorchJob, Job or v2alpha1 TrainJob to convert")
+	}
+	data, err := o.read()
+	if err != nil {
+		return err
+	}
+	c, err := o.Factory.Clients()
+	if err != nil {
+		return err
+	}
+	res, err := c.Jobs.ConvertManifests(ctx, connect.NewRequest(&kilnv1.ConvertManifestsRequest{Manifests: string(data), Namespace: o.Factory.Namespace}))
+	if err != nil {
+		return err
+	}
+	ms := res.Msg.GetManifests()
+	if len(ms) != 1 || ms[0].GetKind() != "TrainJob" {
+		return factory.Usagef("--convert submits one job, and %s holds %d documents (or a CronJob): convert them with `kiln convert -f %s`, then submit each (a CronTrainJob with `kiln schedule create -f`)", o.File, len(ms), o.File)
+	}
+	convert.PrintWarnings(o.Factory.IO.ErrOut, res.Msg.GetWarnings(), false)
+	fmt.Fprintf(o.Factory.IO.ErrOut, "converted %s into TrainJob %s\n", ms[0].GetSource(), ms[0].GetName())
+	o.source = []byte(ms[0].GetManifest())
+	return nil
 }

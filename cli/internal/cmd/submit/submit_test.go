@@ -321,3 +321,43 @@ func TestSubmitSchedule(t *testing.T) {
 		}
 	}
 }
+
+// --convert sends -f to ConvertManifests, submits the one TrainJob that comes back (the
+// flags still apply to it), and prints what changed on standard error.
+func TestSubmitConvert(t *testing.T) {
+	s := kilntest.Start(t)
+	s.ConvertAnswer = &kilnv1.ConvertManifestsResponse{
+		Manifests: []*kilnv1.ConvertedManifest{{Kind: "TrainJob", Name: "mnist", Source: "PyTorchJob/mnist",
+			Manifest: "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: mnist\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2}\n"}},
+		Warnings: []*kilnv1.ConversionWarning{{Source: "PyTorchJob/mnist", Field: "spec.runPolicy.backoffLimit", Message: "3: not carried over"}},
+	}
+	src := filepath.Join(t.TempDir(), "pytorchjob.yaml")
+	if err := os.WriteFile(src, []byte("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: mnist}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, io := s.Factory(false)
+	if err := run(t.Context(), &Options{Factory: f, File: src, Convert: true, Queue: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Converted[0].GetManifests(); !strings.Contains(got, "kind: PyTorchJob") {
+		t.Errorf("converted %q", got)
+	}
+	m := s.Created[0].GetManifest()
+	for _, want := range []string{"numNodes: 2", "kueue.x-k8s.io/queue-name: default"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("submitted manifest lacks %q:\n%s", want, m)
+		}
+	}
+	if got, want := io.ErrOut.(interface{ String() string }).String(), "warning: PyTorchJob/mnist spec.runPolicy.backoffLimit: 3: not carried over\nconverted PyTorchJob/mnist into TrainJob mnist\n"; got != want {
+		t.Errorf("standard error %q, want %q", got, want)
+	}
+
+	s.ConvertAnswer.Manifests = append(s.ConvertAnswer.Manifests, &kilnv1.ConvertedManifest{Kind: "TrainJob", Name: "other"})
+	f, _ = s.Factory(false)
+	if err := run(t.Context(), &Options{Factory: f, File: src, Convert: true}); factory.ExitCode(err) != 2 || !strings.Contains(err.Error(), "kiln convert -f") {
+		t.Errorf("two documents: %v, want a usage error pointing at kiln convert", err)
+	}
+	if err := run(t.Context(), &Options{Factory: f, Convert: true}); factory.ExitCode(err) != 2 {
+		t.Errorf("--convert without -f: %v", err)
+	}
+}

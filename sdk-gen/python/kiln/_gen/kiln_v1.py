@@ -79,6 +79,10 @@ __all__ = [
     "ResumeTrainJobResponse",
     "DeleteTrainJobRequest",
     "DeleteTrainJobResponse",
+    "ConvertManifestsRequest",
+    "ConvertManifestsResponse",
+    "ConvertedManifest",
+    "ConversionWarning",
     "StreamLogsRequest",
     "StreamLogsResponse",
     "LogLine",
@@ -862,6 +866,60 @@ class DeleteTrainJobResponse(Message):
 
 
 @dataclass
+class ConvertManifestsRequest(Message):
+    """ConvertManifestsRequest is a message of the Kiln API."""
+
+    #: manifests are the sources: YAML (several documents separated by ---) or JSON.
+    manifests: str = ""
+    #: runtime is the ClusterTrainingRuntime the results run on (default torch-distributed,
+    #: or for a v2alpha1 draft the runtime it names).
+    runtime: str = ""
+    #: namespace, when set, replaces the sources' namespace.
+    namespace: str = ""
+
+
+@dataclass
+class ConvertManifestsResponse(Message):
+    """ConvertManifestsResponse is a message of the Kiln API."""
+
+    #: manifests are the results, one per source document, in order.
+    manifests: List[ConvertedManifest] = field(default_factory=list)
+    #: warnings say what did not carry over, and notes what carried over in another form.
+    warnings: List[ConversionWarning] = field(default_factory=list)
+
+
+@dataclass
+class ConvertedManifest(Message):
+    """ConvertedManifest is one result, ready to apply (or to create with CreateTrainJob's or
+    CreateCronTrainJob's manifest).
+    """
+
+    #: kind is TrainJob or CronTrainJob.
+    kind: str = ""
+    name: str = ""
+    namespace: str = ""
+    #: manifest is the object as YAML.
+    manifest: str = ""
+    #: source is the source object, "<Kind>/<name>".
+    source: str = ""
+
+
+@dataclass
+class ConversionWarning(Message):
+    """ConversionWarning is a message of the Kiln API."""
+
+    #: document is the source's index in the request's manifests, from 0.
+    document: int = 0
+    #: source is "<Kind>/<name>" of the source object.
+    source: str = ""
+    #: field is the source field's path, e.g. spec.runPolicy.cleanPodPolicy.
+    field: str = ""
+    message: str = ""
+    #: note marks a change made (a flag removed, a variable set) rather than something lost.
+    note: bool = False
+
+
+@dataclass
 class StreamLogsRequest(Message):
     """StreamLogsRequest is a message of the Kiln API."""
 
@@ -1286,6 +1344,29 @@ DeleteTrainJobRequest._fields = (
     Field("name", "name", Kind.STRING),
 )
 DeleteTrainJobResponse._fields = ()
+ConvertManifestsRequest._fields = (
+    Field("manifests", "manifests", Kind.STRING),
+    Field("runtime", "runtime", Kind.STRING),
+    Field("namespace", "namespace", Kind.STRING),
+)
+ConvertManifestsResponse._fields = (
+    Field("manifests", "manifests", Kind.MESSAGE, ref=ConvertedManifest, repeated=True),
+    Field("warnings", "warnings", Kind.MESSAGE, ref=ConversionWarning, repeated=True),
+)
+ConvertedManifest._fields = (
+    Field("kind", "kind", Kind.STRING),
+    Field("name", "name", Kind.STRING),
+    Field("namespace", "namespace", Kind.STRING),
+    Field("manifest", "manifest", Kind.STRING),
+    Field("source", "source", Kind.STRING),
+)
+ConversionWarning._fields = (
+    Field("document", "document", Kind.INT32),
+    Field("source", "source", Kind.STRING),
+    Field("field", "field", Kind.STRING),
+    Field("message", "message", Kind.STRING),
+    Field("note", "note", Kind.BOOL),
+)
 StreamLogsRequest._fields = (
     Field("namespace", "namespace", Kind.STRING),
     Field("name", "name", Kind.STRING),
@@ -1479,3 +1560,11 @@ class TrainJobServiceClient:
     def list_events(self, request: ListEventsRequest, *, timeout: Optional[float] = None) -> ListEventsResponse:
         """ListEvents lists the Kubernetes events of a TrainJob and of the objects it owns."""
         return self._transport.unary(self.SERVICE, "ListEvents", request, ListEventsResponse, timeout=timeout, idempotent=True)
+
+    def convert_manifests(self, request: ConvertManifestsRequest, *, timeout: Optional[float] = None) -> ConvertManifestsResponse:
+        """ConvertManifests converts what teams run today into Kiln's kinds, creating nothing:
+        Training Operator v1 PyTorchJobs (kubeflow.org/v1), batch/v1 Jobs and CronJobs, and
+        TrainJobs of the early v2alpha1 draft become TrainJobs and CronTrainJobs on a catalog
+        runtime. Whatever does not carry over is a warning naming the source field.
+        """
+        return self._transport.unary(self.SERVICE, "ConvertManifests", request, ConvertManifestsResponse, timeout=timeout, idempotent=False)

@@ -60,6 +60,9 @@ const (
 	// TrainJobServiceListEventsProcedure is the fully-qualified name of the TrainJobService's
 	// ListEvents RPC.
 	TrainJobServiceListEventsProcedure = "/kiln.v1.TrainJobService/ListEvents"
+	// TrainJobServiceConvertManifestsProcedure is the fully-qualified name of the TrainJobService's
+	// ConvertManifests RPC.
+	TrainJobServiceConvertManifestsProcedure = "/kiln.v1.TrainJobService/ConvertManifests"
 )
 
 // TrainJobServiceClient is a client for the kiln.v1.TrainJobService service.
@@ -86,6 +89,11 @@ type TrainJobServiceClient interface {
 	StreamLogs(context.Context, *connect.Request[v1.StreamLogsRequest]) (*connect.ServerStreamForClient[v1.StreamLogsResponse], error)
 	// ListEvents lists the Kubernetes events of a TrainJob and of the objects it owns.
 	ListEvents(context.Context, *connect.Request[v1.ListEventsRequest]) (*connect.Response[v1.ListEventsResponse], error)
+	// ConvertManifests converts what teams run today into Kiln's kinds, creating nothing:
+	// Training Operator v1 PyTorchJobs (kubeflow.org/v1), batch/v1 Jobs and CronJobs, and
+	// TrainJobs of the early v2alpha1 draft become TrainJobs and CronTrainJobs on a catalog
+	// runtime. Whatever does not carry over is a warning naming the source field.
+	ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error)
 }
 
 // NewTrainJobServiceClient constructs a client for the kiln.v1.TrainJobService service. By default,
@@ -156,20 +164,27 @@ func NewTrainJobServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		convertManifests: connect.NewClient[v1.ConvertManifestsRequest, v1.ConvertManifestsResponse](
+			httpClient,
+			baseURL+TrainJobServiceConvertManifestsProcedure,
+			connect.WithSchema(trainJobServiceMethods.ByName("ConvertManifests")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // trainJobServiceClient implements TrainJobServiceClient.
 type trainJobServiceClient struct {
-	createTrainJob  *connect.Client[v1.CreateTrainJobRequest, v1.CreateTrainJobResponse]
-	getTrainJob     *connect.Client[v1.GetTrainJobRequest, v1.GetTrainJobResponse]
-	listTrainJobs   *connect.Client[v1.ListTrainJobsRequest, v1.ListTrainJobsResponse]
-	watchTrainJobs  *connect.Client[v1.WatchTrainJobsRequest, v1.WatchTrainJobsResponse]
-	suspendTrainJob *connect.Client[v1.SuspendTrainJobRequest, v1.SuspendTrainJobResponse]
-	resumeTrainJob  *connect.Client[v1.ResumeTrainJobRequest, v1.ResumeTrainJobResponse]
-	deleteTrainJob  *connect.Client[v1.DeleteTrainJobRequest, v1.DeleteTrainJobResponse]
-	streamLogs      *connect.Client[v1.StreamLogsRequest, v1.StreamLogsResponse]
-	listEvents      *connect.Client[v1.ListEventsRequest, v1.ListEventsResponse]
+	createTrainJob   *connect.Client[v1.CreateTrainJobRequest, v1.CreateTrainJobResponse]
+	getTrainJob      *connect.Client[v1.GetTrainJobRequest, v1.GetTrainJobResponse]
+	listTrainJobs    *connect.Client[v1.ListTrainJobsRequest, v1.ListTrainJobsResponse]
+	watchTrainJobs   *connect.Client[v1.WatchTrainJobsRequest, v1.WatchTrainJobsResponse]
+	suspendTrainJob  *connect.Client[v1.SuspendTrainJobRequest, v1.SuspendTrainJobResponse]
+	resumeTrainJob   *connect.Client[v1.ResumeTrainJobRequest, v1.ResumeTrainJobResponse]
+	deleteTrainJob   *connect.Client[v1.DeleteTrainJobRequest, v1.DeleteTrainJobResponse]
+	streamLogs       *connect.Client[v1.StreamLogsRequest, v1.StreamLogsResponse]
+	listEvents       *connect.Client[v1.ListEventsRequest, v1.ListEventsResponse]
+	convertManifests *connect.Client[v1.ConvertManifestsRequest, v1.ConvertManifestsResponse]
 }
 
 // CreateTrainJob calls kiln.v1.TrainJobService.CreateTrainJob.
@@ -217,6 +232,11 @@ func (c *trainJobServiceClient) ListEvents(ctx context.Context, req *connect.Req
 	return c.listEvents.CallUnary(ctx, req)
 }
 
+// ConvertManifests calls kiln.v1.TrainJobService.ConvertManifests.
+func (c *trainJobServiceClient) ConvertManifests(ctx context.Context, req *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error) {
+	return c.convertManifests.CallUnary(ctx, req)
+}
+
 // TrainJobServiceHandler is an implementation of the kiln.v1.TrainJobService service.
 type TrainJobServiceHandler interface {
 	// CreateTrainJob creates a TrainJob from a structured spec or from a raw manifest.
@@ -241,6 +261,11 @@ type TrainJobServiceHandler interface {
 	StreamLogs(context.Context, *connect.Request[v1.StreamLogsRequest], *connect.ServerStream[v1.StreamLogsResponse]) error
 	// ListEvents lists the Kubernetes events of a TrainJob and of the objects it owns.
 	ListEvents(context.Context, *connect.Request[v1.ListEventsRequest]) (*connect.Response[v1.ListEventsResponse], error)
+	// ConvertManifests converts what teams run today into Kiln's kinds, creating nothing:
+	// Training Operator v1 PyTorchJobs (kubeflow.org/v1), batch/v1 Jobs and CronJobs, and
+	// TrainJobs of the early v2alpha1 draft become TrainJobs and CronTrainJobs on a catalog
+	// runtime. Whatever does not carry over is a warning naming the source field.
+	ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error)
 }
 
 // NewTrainJobServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -307,6 +332,12 @@ func NewTrainJobServiceHandler(svc TrainJobServiceHandler, opts ...connect.Handl
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	trainJobServiceConvertManifestsHandler := connect.NewUnaryHandler(
+		TrainJobServiceConvertManifestsProcedure,
+		svc.ConvertManifests,
+		connect.WithSchema(trainJobServiceMethods.ByName("ConvertManifests")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kiln.v1.TrainJobService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TrainJobServiceCreateTrainJobProcedure:
@@ -327,6 +358,8 @@ func NewTrainJobServiceHandler(svc TrainJobServiceHandler, opts ...connect.Handl
 			trainJobServiceStreamLogsHandler.ServeHTTP(w, r)
 		case TrainJobServiceListEventsProcedure:
 			trainJobServiceListEventsHandler.ServeHTTP(w, r)
+		case TrainJobServiceConvertManifestsProcedure:
+			trainJobServiceConvertManifestsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -370,4 +403,8 @@ func (UnimplementedTrainJobServiceHandler) StreamLogs(context.Context, *connect.
 
 func (UnimplementedTrainJobServiceHandler) ListEvents(context.Context, *connect.Request[v1.ListEventsRequest]) (*connect.Response[v1.ListEventsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.ListEvents is not implemented"))
+}
+
+func (UnimplementedTrainJobServiceHandler) ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.ConvertManifests is not implemented"))
 }
