@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -103,8 +104,11 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 		}
 		// Kueue updates TrainJobs with upstream's Go types, whose encoding drops
 		// spec.ttlSecondsAfterFinished; such a write never means "remove the TTL".
-		if slices.Contains(d.preserveFor, req.UserInfo.Username) && tj.Spec.TTLSecondsAfterFinished == nil {
-			tj.Spec.TTLSecondsAfterFinished = prev.Spec.TTLSecondsAfterFinished
+		if slices.Contains(d.preserveFor, req.UserInfo.Username) {
+			if tj.Spec.TTLSecondsAfterFinished == nil {
+				tj.Spec.TTLSecondsAfterFinished = prev.Spec.TTLSecondsAfterFinished
+			}
+			keepOthersPatches(tj, old)
 		}
 	}
 	now := metav1.NewTime(d.clock.Now().Truncate(1e9))
@@ -121,6 +125,23 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 		p.Time = &now
 	}
 	return nil
+}
+
+// kueueManagerPrefix prefixes the runtime patch managers of Kueue's own patches.
+const kueueManagerPrefix = "kueue.x-k8s.io/"
+
+// keepOthersPatches restores, on a rewrite by Kueue, the other managers' runtime patches as
+// they were: Kueue writes the whole TrainJob with upstream's Go types, whose encoding drops
+// the PodSpecPatch fields they lack (terminationGracePeriodSeconds in the version Kueue
+// builds with). Dropped, such a field changes the JobSet's pod template at admission, which
+// JobSet refuses, failing the job for good. Kueue only ever changes its own patch.
+func keepOthersPatches(tj *trainer.TrainJob, old map[string]trainer.RuntimePatch) {
+	for i := range tj.Spec.RuntimePatches {
+		p := &tj.Spec.RuntimePatches[i]
+		if prev, ok := old[p.Manager]; ok && !strings.HasPrefix(p.Manager, kueueManagerPrefix) {
+			p.TrainingRuntimeSpec = prev.TrainingRuntimeSpec.DeepCopy()
+		}
+	}
 }
 
 // Validator rejects TrainJobs that can never run as written.

@@ -153,4 +153,38 @@ var _ = Describe("TrainJob fields Kueue cannot express", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
 		Expect(tj.Spec.TTLSecondsAfterFinished).To(BeNil(), "a user may remove the TTL")
 	})
+
+	It("keep the fields of other managers' runtime patches when Kueue rewrites the TrainJob", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		namespacedTorchRuntime(ctx, ns, "torch")
+		tj := newTrainJob(ns, "grace", "torch")
+		tj.Spec.Suspend = ptr.To(true)
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodeSelectorPatch("node", map[string]string{"pool": "a"})}
+		tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](10)
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+
+		asKueue := rest.CopyConfig(cfg)
+		asKueue.Impersonate = rest.ImpersonationConfig{UserName: preservingUser, Groups: []string{"system:masters"}}
+		kueue, err := client.New(asKueue, client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		// As Kueue's types encode it: the field they lack is gone, and Kueue adds its patch.
+		Eventually(ctx, func() error {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+			if err := kueue.Get(ctx, client.ObjectKeyFromObject(tj), u); err != nil {
+				return err
+			}
+			patches, _, _ := unstructured.NestedSlice(u.Object, "spec", "runtimePatches")
+			rjs, _, _ := unstructured.NestedSlice(patches[0].(map[string]any), "trainingRuntimeSpec", "template", "spec", "replicatedJobs")
+			unstructured.RemoveNestedField(rjs[0].(map[string]any), "template", "spec", "template", "spec", "terminationGracePeriodSeconds")
+			Expect(unstructured.SetNestedSlice(patches[0].(map[string]any), rjs, "trainingRuntimeSpec", "template", "spec", "replicatedJobs")).To(Succeed())
+			patches = append(patches, map[string]any{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"kueue": "admitted"}}}}})
+			Expect(unstructured.SetNestedSlice(u.Object, patches, "spec", "runtimePatches")).To(Succeed())
+			return kueue.Update(ctx, u)
+		}).Should(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		Expect(tj.Spec.RuntimePatches).To(HaveLen(2), "Kueue's own patch is added")
+		Expect(tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.TerminationGracePeriodSeconds).To(HaveValue(BeEquivalentTo(10)),
+			"the platform's patch kept the field Kueue's types lack")
+	})
 })

@@ -670,6 +670,16 @@ class TrainerClient:
         resp = self.schedules.list_cron_train_job_runs(pb.ListCronTrainJobRunsRequest(namespace=namespace or self.namespace, name=name))
         return [TrainJob.from_proto(j) for j in resp.train_jobs]
 
+    # -- migration ------------------------------------------------------------------------
+
+    def convert_manifests(self, manifests: str, runtime: Optional[str] = None, namespace: Optional[str] = None) -> "pb.ConvertManifestsResponse":
+        """Convert PyTorchJobs (kubeflow.org/v1), batch Jobs and CronJobs, and TrainJobs of the
+        v2alpha1 draft (YAML or JSON, several documents allowed) into TrainJob and CronTrainJob
+        manifests, creating nothing. ``manifests`` of the answer are the results, in order;
+        ``warnings`` name each source field that did not carry over (``note`` marks what
+        carried over in another form)."""
+        return self.jobs.convert_manifests(pb.ConvertManifestsRequest(manifests=manifests, runtime=runtime or "", namespace=namespace or ""))
+
     # -- runtimes and queues --------------------------------------------------------------
 
     def list_runtimes(self, namespace: Optional[str] = None) -> List[Runtime]:

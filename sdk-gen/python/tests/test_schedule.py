@@ -387,3 +387,20 @@ class TraceContextTest(unittest.TestCase):
         first, second = (r["headers"] for r in srv.received)
         self.assertEqual((first.get("traceparent"), first.get("tracestate")), (self.TRACEPARENT, "kiln=1"))
         self.assertNotIn("traceparent", second)
+
+
+class ConvertTest(unittest.TestCase):
+    """convert_manifests sends the sources as they are, with the options, and returns the
+    results and warnings."""
+
+    def test_convert(self) -> None:
+        answer = {
+            "manifests": [{"kind": "TrainJob", "name": "mnist", "source": "PyTorchJob/mnist", "manifest": "kind: TrainJob\n"}],
+            "warnings": [{"source": "PyTorchJob/mnist", "field": "spec.runPolicy.backoffLimit", "message": "not carried over"},
+                         {"document": 0, "source": "PyTorchJob/mnist", "field": "spec.x", "message": "changed", "note": True}],
+        }
+        with Server({"ConvertManifests": (200, answer)}) as srv:
+            res = client(srv.url).convert_manifests("kind: PyTorchJob\n", runtime="torch-distributed-spot", namespace="team-b")
+        self.assertEqual(srv.bodies("ConvertManifests"), [{"manifests": "kind: PyTorchJob\n", "runtime": "torch-distributed-spot", "namespace": "team-b"}])
+        self.assertEqual([(m.kind, m.name, m.source) for m in res.manifests], [("TrainJob", "mnist", "PyTorchJob/mnist")])
+        self.assertEqual([(w.field, w.note) for w in res.warnings], [("spec.runPolicy.backoffLimit", False), ("spec.x", True)])

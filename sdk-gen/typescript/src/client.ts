@@ -20,6 +20,7 @@ import {
   State,
   TrainJobService,
   WatchEventType,
+  type ConvertManifestsResponse,
   type Event,
   type TrainJob as TrainJobMessage,
   type TrainJobSpecSchema,
@@ -626,6 +627,17 @@ export class TrainerClient {
   /** The runs of a schedule, newest first (without their steps). */
   async listScheduleRuns(name: string, namespace?: string): Promise<TrainJob[]> {
     return (await retry(() => this.schedules.listCronTrainJobRuns({ namespace: namespace || this.namespace, name }))).trainJobs.map(jobOf);
+  }
+
+  /**
+   * Convert PyTorchJobs (kubeflow.org/v1), batch Jobs and CronJobs, and TrainJobs of the
+   * v2alpha1 draft (YAML or JSON, several documents allowed) into TrainJob and CronTrainJob
+   * manifests, creating nothing. `manifests` of the answer are the results, in order;
+   * `warnings` name each source field that did not carry over (`note` marks what carried
+   * over in another form).
+   */
+  async convertManifests(manifests: string, o: { runtime?: string; namespace?: string } = {}): Promise<ConvertManifestsResponse> {
+    return await retry(() => this.jobs.convertManifests({ manifests, runtime: o.runtime ?? "", namespace: o.namespace ?? "" }));
   }
 
   /** The cluster's runtimes, then the TrainingRuntimes of the namespace. */

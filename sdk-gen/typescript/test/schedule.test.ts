@@ -403,3 +403,25 @@ test("the caller's trace context (TRACEPARENT) reaches the server", async () => 
     assert.equal(second.traceparent, undefined);
   });
 });
+
+test("convertManifests sends the sources with the options and returns results and warnings", async () => {
+  const answer: Answer = [
+    200,
+    {
+      manifests: [{ kind: "TrainJob", name: "mnist", source: "PyTorchJob/mnist", manifest: "kind: TrainJob\n" }],
+      warnings: [{ source: "PyTorchJob/mnist", field: "spec.runPolicy.backoffLimit", message: "not carried over" }],
+    },
+  ];
+  await withFake({ ConvertManifests: answer }, async (c, srv) => {
+    const res = await c.convertManifests("kind: PyTorchJob\n", { runtime: "torch-distributed-spot", namespace: "team-b" });
+    assert.deepEqual(srv.bodies("ConvertManifests"), [{ manifests: "kind: PyTorchJob\n", runtime: "torch-distributed-spot", namespace: "team-b" }]);
+    assert.deepEqual(
+      res.manifests.map((m) => [m.kind, m.name, m.source]),
+      [["TrainJob", "mnist", "PyTorchJob/mnist"]],
+    );
+    assert.deepEqual(
+      res.warnings.map((w) => [w.field, w.note]),
+      [["spec.runPolicy.backoffLimit", false]],
+    );
+  });
+});
