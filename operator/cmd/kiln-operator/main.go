@@ -52,6 +52,7 @@ type options struct {
 	burst                   int
 	concurrency             int
 	gracefulShutdown        time.Duration
+	shutdownDelay           time.Duration
 	webhooks                bool
 	webhookHost             string
 	webhookPort             int
@@ -83,6 +84,7 @@ func main() {
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
 	flag.IntVar(&o.concurrency, "trainjob-concurrency", 10, "TrainJobs reconciled in parallel")
 	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
+	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, serve on this long before stopping: /readyz fails and every webhook answer closes its connection, so that the apiserver moves its kept-alive connections to the other replicas (set it longer than the Service's endpoints take to drop the pod)")
 	flag.BoolVar(&o.webhooks, "enable-webhooks", true, "serve the TrainJob admission webhooks")
 	flag.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
 	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
@@ -191,6 +193,23 @@ func runManifests(ctx context.Context, o options) error {
 	return manifests.Apply(ctx, c, objs, 2*time.Second, o.manifestsTimeout)
 }
 
+// drainThenStop returns a context that ends delay after ctx does, having called drain when
+// ctx ended. Until then the operator works as before: it keeps leading, reconciling and
+// answering webhooks, so that a rolling update loses no admission.
+func drainThenStop(ctx context.Context, delay time.Duration, drain func()) context.Context {
+	stopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		drain()
+		if delay > 0 {
+			ctrl.Log.Info("Draining before shutdown: not ready, and every webhook answer closes its connection", "for", delay)
+			time.Sleep(delay)
+		}
+		stop()
+	}()
+	return stopCtx
+}
+
 // podNamespace is the namespace the operator runs in, when it runs in a pod.
 func podNamespace() string {
 	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
@@ -232,6 +251,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	webhookServer := kilnwebhook.NewDrainingServer(webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}))
+	// SIGTERM drains the webhook server for --shutdown-delay; then the manager stops.
+	ctx = drainThenStop(ctx, o.shutdownDelay, webhookServer.Drain)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   kilncontroller.CacheOptions(),
@@ -245,7 +267,7 @@ func run(ctx context.Context, o options) error {
 		RenewDeadline:           &o.renewDeadline,
 		RetryPeriod:             &o.retryPeriod,
 		GracefulShutdownTimeout: &o.gracefulShutdown,
-		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		WebhookServer:           webhookServer,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -289,7 +311,7 @@ func run(ctx context.Context, o options) error {
 			if !o.webhooks {
 				return nil
 			}
-			return mgr.GetWebhookServer().StartedChecker()(req)
+			return webhookServer.ReadyChecker(req)
 		default:
 			return errors.New("webhook certificate not ready")
 		}
