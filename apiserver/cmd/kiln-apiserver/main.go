@@ -46,6 +46,7 @@ type options struct {
 	maxRequestBytes int
 	authnTTL        time.Duration
 	authzTTL        time.Duration
+	kueue           string
 	audiences       string
 	extraKeys       string
 	oidc            auth.OIDCConfig
@@ -67,6 +68,7 @@ func main() {
 	flag.IntVar(&o.maxRequestBytes, "max-request-bytes", 4<<20, "largest request message accepted")
 	flag.DurationVar(&o.authnTTL, "token-cache-ttl", 10*time.Second, "how long a token's TokenReview verdict is reused")
 	flag.DurationVar(&o.authzTTL, "authorization-cache-ttl", 10*time.Second, "how long a SubjectAccessReview verdict is reused")
+	flag.StringVar(&o.kueue, "kueue", "auto", "auto: serve Kueue's queues where Kueue is installed, looking for it every 10s if it is not; required: also be not ready until Kueue's API is served (Kueue installed together with Kiln)")
 	flag.StringVar(&o.extraKeys, "impersonate-extra-keys", "", "comma-separated user extras to pass on to Kubernetes (each needs RBAC impersonate on userextras/<key>); RBAC reads none")
 	flag.StringVar(&o.audiences, "token-audiences", "", "comma-separated audiences tokens must carry (empty: the Kubernetes apiserver's)")
 	flag.StringVar(&o.oidc.IssuerURL, "oidc-issuer-url", "", "accept ID tokens of this OIDC issuer too (for clusters whose apiserver does not)")
@@ -104,6 +106,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.listen == "" && o.tlsListen == "" {
 		return errors.New("nothing to serve on: set --listen-address or --tls-listen-address")
 	}
+	if o.kueue != "auto" && o.kueue != "required" {
+		return fmt.Errorf("--kueue=%q: use auto or required", o.kueue)
+	}
 	if (o.tlsListen != "") != (o.tlsCert != "" && o.tlsKey != "") {
 		return errors.New("--tls-listen-address needs --tls-cert-file and --tls-key-file, and they need it")
 	}
@@ -121,7 +126,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "kiln-apiserver/" + service.Version
-	k, err := kube.NewClients(cfg, kube.Options{AuthzCacheTTL: o.authzTTL})
+	k, err := kube.NewClients(cfg, kube.Options{AuthzCacheTTL: o.authzTTL, RequireKueue: o.kueue == "required", Log: log})
 	if err != nil {
 		return err
 	}
@@ -158,7 +163,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
 			return
 		}
-		log.Info("Ready", "cacheSync", time.Since(start).Round(time.Millisecond).String(), "kubernetes", k.KubernetesVersion, "kueue", k.Kueue)
+		log.Info("Ready", "cacheSync", time.Since(start).Round(time.Millisecond).String(), "kubernetes", k.KubernetesVersion, "kueue", k.Kueue(), "cronTrainJobs", k.Crons())
 		srv.SetReady(true)
 	}()
 	return srv.Serve(ctx, log, o.shutdownGrace, listeners...)

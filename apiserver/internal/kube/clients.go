@@ -12,13 +12,14 @@ package kube
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,19 +50,45 @@ type Clients struct {
 	// the caller first (Authorizer).
 	Cache      cache.Cache
 	Authorizer *Authorizer
-	// Kueue is true when Kueue's API is installed.
-	Kueue bool
-	// Crons is true when the CronTrainJob CRD is installed.
-	Crons bool
 	// KubernetesVersion is the cluster's, e.g. v1.36.3.
 	KubernetesVersion string
+
+	mapper meta.RESTMapper
+	// kueue and crons are the optional APIs: Kueue's, and the CronTrainJob CRD.
+	kueue, crons *optionalAPI
+	options      Options
 }
 
 // Options tune the clients.
 type Options struct {
 	// AuthzCacheTTL is how long a SubjectAccessReview verdict is reused.
 	AuthzCacheTTL time.Duration
+	// DiscoveryInterval is how often an optional API that is not installed is looked for
+	// again (default 10s): installing Kueue after Kiln needs no restart.
+	DiscoveryInterval time.Duration
+	// RequireKueue makes Start wait until Kueue's API is served, so that the server is not
+	// ready before (a chart that installs Kueue with Kiln, whose CRDs may appear after the
+	// server starts).
+	RequireKueue bool
+	// Log reports optional APIs as they appear.
+	Log *slog.Logger
 }
+
+// optionalAPI is an API the server uses where it is installed: its kinds are cached once
+// the API is served, whether at start or later.
+type optionalAPI struct {
+	name   string
+	gvk    schema.GroupVersionKind
+	kinds  func() []client.Object
+	index  func(ctx context.Context, c cache.Cache) error
+	served atomic.Bool
+}
+
+// Kueue reports whether Kueue's API is served (and its objects cached).
+func (c *Clients) Kueue() bool { return c.kueue.served.Load() }
+
+// Crons reports whether the CronTrainJob CRD is served (and CronTrainJobs cached).
+func (c *Clients) Crons() bool { return c.crons.served.Load() }
 
 // Scheme knows every typed kind the server reads.
 func Scheme() (*runtime.Scheme, error) {
@@ -111,14 +138,6 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating impersonating client: %w", err)
 	}
-	kueue, err := servesKind(mapper, WorkloadGVK)
-	if err != nil {
-		return nil, err
-	}
-	crons, err := servesKind(mapper, kiln.GroupVersion.WithKind(kiln.CronTrainJobKind))
-	if err != nil {
-		return nil, err
-	}
 	podSelector, err := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -137,33 +156,46 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating cache: %w", err)
 	}
+	if o.DiscoveryInterval <= 0 {
+		o.DiscoveryInterval = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Clients{
 		AsCaller:          asCaller,
 		CoreAsCaller:      coreAsCaller,
 		Self:              self,
 		Cache:             c,
 		Authorizer:        &Authorizer{Client: self.AuthorizationV1().SubjectAccessReviews(), Clock: clock.RealClock{}, TTL: o.AuthzCacheTTL, MaxEntries: 100_000},
-		Kueue:             kueue,
-		Crons:             crons,
 		KubernetesVersion: version.GitVersion,
+		mapper:            mapper,
+		kueue: &optionalAPI{name: "Kueue", gvk: WorkloadGVK,
+			kinds: func() []client.Object {
+				return []client.Object{New(WorkloadGVK), New(LocalQueueGVK), New(ClusterQueueGVK)}
+			},
+			index: func(ctx context.Context, c cache.Cache) error {
+				return c.IndexField(ctx, New(WorkloadGVK), IndexJobUID, byLabel(trainer.KueueJobUIDLabel))
+			}},
+		crons: &optionalAPI{name: "CronTrainJob", gvk: kiln.GroupVersion.WithKind(kiln.CronTrainJobKind),
+			kinds: func() []client.Object { return []client.Object{&kiln.CronTrainJob{}} }},
+		options: o,
 	}, nil
 }
 
-// cachedKinds are the kinds the cache holds; Kueue's and CronTrainJobs only where they
-// are installed.
-func (c *Clients) cachedKinds() []client.Object {
-	kinds := []client.Object{&trainer.TrainJob{}, &trainer.ClusterTrainingRuntime{}, &trainer.TrainingRuntime{}, &corev1.Pod{}, &corev1.ConfigMap{}}
-	if c.Crons {
-		kinds = append(kinds, &kiln.CronTrainJob{})
-	}
-	if c.Kueue {
-		for _, gvk := range []schema.GroupVersionKind{WorkloadGVK, LocalQueueGVK, ClusterQueueGVK} {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(gvk)
-			kinds = append(kinds, u)
+// cachedKinds are the kinds the cache always holds; the optional APIs' come when they are
+// served.
+func cachedKinds() []client.Object {
+	return []client.Object{&trainer.TrainJob{}, &trainer.ClusterTrainingRuntime{}, &trainer.TrainingRuntime{}, &corev1.Pod{}, &corev1.ConfigMap{}}
+}
+
+func byLabel(label string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		if v := o.GetLabels()[label]; v != "" {
+			return []string{v}
 		}
+		return nil
 	}
-	return kinds
 }
 
 // Cache indexes.
@@ -174,26 +206,16 @@ const (
 	IndexJobUID = "kiln.jobUID"
 )
 
-// Start starts the cache's informers and waits until they have synced.
+// Start starts the cache's informers and waits until they have synced: the optional APIs'
+// too where they are served. Those that are not are looked for again every
+// DiscoveryInterval until ctx ends, and cached once they appear; with RequireKueue, Start
+// waits for Kueue's.
 func (c *Clients) Start(ctx context.Context) error {
-	byLabel := func(label string) client.IndexerFunc {
-		return func(o client.Object) []string {
-			if v := o.GetLabels()[label]; v != "" {
-				return []string{v}
-			}
-			return nil
-		}
-	}
 	if err := c.Cache.IndexField(ctx, &corev1.Pod{}, IndexJobSetName, byLabel(jobsetv1alpha2.JobSetNameKey)); err != nil {
 		return fmt.Errorf("indexing pods: %w", err)
 	}
-	if c.Kueue {
-		if err := c.Cache.IndexField(ctx, New(WorkloadGVK), IndexJobUID, byLabel(trainer.KueueJobUIDLabel)); err != nil {
-			return fmt.Errorf("indexing workloads: %w", err)
-		}
-	}
-	for _, obj := range c.cachedKinds() {
-		if _, err := c.Cache.GetInformer(ctx, obj); err != nil {
+	for _, obj := range cachedKinds() {
+		if _, err := c.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
@@ -207,6 +229,72 @@ func (c *Clients) Start(ctx context.Context) error {
 			return fmt.Errorf("cache did not sync: %w", ctx.Err())
 		}
 	}
+	missing := c.discover(ctx)
+	if c.options.RequireKueue && !c.Kueue() {
+		c.options.Log.Info("Waiting for Kueue's API to be served (Kueue is required)", "kind", WorkloadGVK.String())
+	}
+	for c.options.RequireKueue && !c.Kueue() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for Kueue's API: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+		missing = c.discover(ctx)
+	}
+	if missing {
+		go func() {
+			t := time.NewTicker(c.options.DiscoveryInterval)
+			defer t.Stop()
+			for c.discover(ctx) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// discover caches each optional API that has become served, and reports whether any is
+// still missing.
+func (c *Clients) discover(ctx context.Context) (missing bool) {
+	for _, api := range []*optionalAPI{c.kueue, c.crons} {
+		if api.served.Load() {
+			continue
+		}
+		ok, err := servesKind(c.mapper, api.gvk)
+		if err == nil && ok {
+			err = api.start(ctx, c.Cache)
+		}
+		switch {
+		case err != nil:
+			c.options.Log.Warn("Looking for an optional API", "api", api.name, "err", err)
+			missing = true
+		case !ok:
+			missing = true
+		default:
+			c.options.Log.Info("Serving an optional API", "api", api.name, "kind", api.gvk.String())
+		}
+	}
+	return missing
+}
+
+// start caches the API's kinds, waits until they have synced and marks it served.
+func (api *optionalAPI) start(ctx context.Context, c cache.Cache) error {
+	if api.index != nil {
+		if err := api.index(ctx, c); err != nil {
+			return fmt.Errorf("indexing %s: %w", api.name, err)
+		}
+	}
+	for _, obj := range api.kinds() {
+		// Blocks until the informer has synced (the cache runs already).
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("watching %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
+		}
+	}
+	api.served.Store(true)
 	return nil
 }
 

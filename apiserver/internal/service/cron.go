@@ -49,11 +49,11 @@ func NewCronTrainJobs(k *kube.Clients, jobs *TrainJobs) *CronTrainJobs {
 
 // installed fails calls while the CronTrainJob CRD is missing (the cache does not hold them).
 func (s *CronTrainJobs) installed() error {
-	if s.kube.Crons {
+	if s.kube.Crons() {
 		return nil
 	}
 	return connect.NewError(connect.CodeFailedPrecondition, errors.New(
-		"CronTrainJobs are not installed in this cluster (CRD crontrainjobs.kiln.dev): install Kiln's CRDs (helm upgrade, or `make install`) and restart the API server"))
+		"CronTrainJobs are not installed in this cluster (CRD crontrainjobs.kiln.dev): install Kiln's CRDs (helm upgrade, or `make install`): the API server notices them within 10s"))
 }
 
 func (s *CronTrainJobs) view(cj *kiln.CronTrainJob) *kilnv1.CronTrainJob {

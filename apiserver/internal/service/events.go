@@ -46,7 +46,7 @@ func (s *TrainJobs) ListEvents(ctx context.Context, req *connect.Request[kilnv1.
 	if err := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(tj), js); err == nil {
 		uids[js.UID] = true
 	}
-	if s.kube.Kueue {
+	if s.kube.Kueue() {
 		wls := kube.NewList(kube.WorkloadGVK)
 		if err := s.kube.AsCaller.List(ctx, wls, client.InNamespace(tj.Namespace), client.MatchingLabels{trainer.KueueJobUIDLabel: string(tj.UID)}); err == nil {
 			for _, wl := range wls.Items {

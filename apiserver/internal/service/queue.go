@@ -33,7 +33,7 @@ var _ kilnv1connect.QueueServiceHandler = (*Queues)(nil)
 // NewQueues serves Kueue's queues through k; jobs reads TrainJobs for their positions.
 func NewQueues(k *kube.Clients, jobs *TrainJobs) *Queues { return &Queues{kube: k, jobs: jobs} }
 
-var errNoKueue = connect.NewError(connect.CodeFailedPrecondition, errors.New("Kueue is not installed in this cluster: there are no queues (install Kueue, then restart the Kiln API server)"))
+var errNoKueue = connect.NewError(connect.CodeFailedPrecondition, errors.New("Kueue is not installed in this cluster: there are no queues (install Kueue: the Kiln API server notices it within 10s)"))
 
 // ListQueues implements kilnv1connect.QueueServiceHandler.
 func (s *Queues) ListQueues(ctx context.Context, req *connect.Request[kilnv1.ListQueuesRequest]) (*connect.Response[kilnv1.ListQueuesResponse], error) {
@@ -41,7 +41,7 @@ func (s *Queues) ListQueues(ctx context.Context, req *connect.Request[kilnv1.Lis
 	if errs := validateScope(m.GetNamespace(), m.GetAllNamespaces()); len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if !s.kube.Kueue {
+	if !s.kube.Kueue() {
 		return nil, errNoKueue
 	}
 	ns := m.GetNamespace()
@@ -97,7 +97,7 @@ func (s *Queues) GetQueuePosition(ctx context.Context, req *connect.Request[kiln
 	if errs := validateRef(m.GetNamespace(), m.GetName()); len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if !s.kube.Kueue {
+	if !s.kube.Kueue() {
 		return nil, errNoKueue
 	}
 	tj, err := s.jobs.get(ctx, m.GetNamespace(), m.GetName())

@@ -50,7 +50,7 @@ type viewOptions struct {
 
 func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *kilnv1.TrainJob {
 	rel := convert.Related{RunPolicy: v.runPolicy(ctx, tj)}
-	if v.kube.Kueue && tj.Labels[trainer.KueueQueueNameLabel] != "" {
+	if v.kube.Kueue() && tj.Labels[trainer.KueueQueueNameLabel] != "" {
 		rel.Workload = v.workload(ctx, tj)
 		if o.position && rel.Workload != nil {
 			rel.Position = v.position(ctx, rel.Workload)

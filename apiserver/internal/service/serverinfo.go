@@ -26,7 +26,7 @@ func NewServerInfo(k *kube.Clients) *ServerInfo { return &ServerInfo{kube: k} }
 
 // GetServerInfo implements kilnv1connect.ServerServiceHandler.
 func (s *ServerInfo) GetServerInfo(ctx context.Context, _ *connect.Request[kilnv1.GetServerInfoRequest]) (*connect.Response[kilnv1.GetServerInfoResponse], error) {
-	res := &kilnv1.GetServerInfoResponse{Version: Version, KubernetesVersion: s.kube.KubernetesVersion, Kueue: s.kube.Kueue}
+	res := &kilnv1.GetServerInfoResponse{Version: Version, KubernetesVersion: s.kube.KubernetesVersion, Kueue: s.kube.Kueue()}
 	if id := auth.FromContext(ctx); id != nil {
 		res.User, res.Groups = id.User, id.Groups
 	}

@@ -56,7 +56,7 @@ func (s *TrainJobs) setSuspended(ctx context.Context, namespace, name string, su
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%s: the job is %s: a finished job cannot be suspended or resumed; submit it again",
 			what, map[kilnv1.State]string{kilnv1.State_STATE_COMPLETE: "Complete", kilnv1.State_STATE_FAILED: "Failed"}[state]))
 	}
-	if s.kube.Kueue && tj.Labels[trainer.KueueQueueNameLabel] != "" {
+	if s.kube.Kueue() && tj.Labels[trainer.KueueQueueNameLabel] != "" {
 		if err := s.setWorkloadActive(ctx, tj, !suspend, what); err != nil {
 			return nil, err
 		}

@@ -97,9 +97,9 @@ var _ = BeforeSuite(func() {
 
 	k, err := kube.NewClients(serverCfg, kube.Options{AuthzCacheTTL: time.Second})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(k.Kueue).To(BeTrue(), "Kueue's CRDs are installed")
 	// The informers retry until the server's RBAC binding reaches the authorizer.
 	Expect(k.Start(ctx)).To(Succeed())
+	Expect(k.Kueue()).To(BeTrue(), "Kueue's CRDs are installed")
 	authn := &auth.Cached{Authenticator: auth.TokenReview{Client: k.Self.AuthenticationV1().TokenReviews()},
 		Clock: realClock{}, TTL: 10 * time.Second, RejectedTTL: time.Second, MaxEntries: 1000}
 	log := slog.New(slog.NewTextHandler(GinkgoWriter, nil))

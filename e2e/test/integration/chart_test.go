@@ -256,10 +256,15 @@ var _ = Describe("The Helm chart", func() {
 		Expect(kueueCRDs).To(BeNumerically(">=", 10))
 		find(objs, "CustomResourceDefinition", "jobsets.jobset.x-k8s.io")
 
+		By("the API server is not ready before this release's Kueue serves its API")
+		Expect(containerArgs(find(objs, "Deployment", "kiln-apiserver"))).To(ContainElement("--kueue=required"))
+
 		By("install: false leaves each out")
 		objs, out, err = helmTemplate("ml-platform", kilnOnly...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(kinds(objs, "Deployment")).To(HaveLen(2))
+		Expect(containerArgs(find(objs, "Deployment", "kiln-apiserver"))).NotTo(ContainElement(HavePrefix("--kueue")),
+			"Kueue's queues are served where Kueue is installed, and looked for where it is not")
 		Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).To(ContainElement(
 			"--preserve-fields-for=system:serviceaccount:kueue-system:kueue-controller-manager"))
 	})
