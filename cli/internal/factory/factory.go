@@ -3,7 +3,9 @@
 package factory
 
 import (
+	"io"
 	"net/http"
+	"os"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
@@ -119,4 +121,12 @@ func NewClients(hc *http.Client, url, namespace string) *Clients {
 		Namespace: namespace,
 		ServerURL: url,
 	}
+}
+
+// ReadFile reads the file a flag names, or standard input for "-".
+func (f *Factory) ReadFile(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(f.IO.In)
+	}
+	return os.ReadFile(path)
 }

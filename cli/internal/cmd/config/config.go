@@ -3,8 +3,6 @@ package config
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -161,7 +159,7 @@ The token may come from a file (--token-file, - for standard input) so it stays 
 				return factory.Usagef("name the context, or use --current")
 			}
 			if tokenFile != "" {
-				data, err := readFile(f, tokenFile)
+				data, err := f.ReadFile(tokenFile)
 				if err != nil {
 					return fmt.Errorf("--token-file: %w", err)
 				}
@@ -209,13 +207,6 @@ The token may come from a file (--token-file, - for standard input) so it stays 
 	fl.BoolVar(&current, "current", false, "change the current context")
 	fl.BoolVar(&use, "use", false, "make it the current context")
 	return cmd
-}
-
-func readFile(f *factory.Factory, path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(f.IO.In)
-	}
-	return os.ReadFile(path)
 }
 
 func newDeleteContext(f *factory.Factory) *cobra.Command {

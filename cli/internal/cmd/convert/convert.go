@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -58,13 +57,7 @@ func run(ctx context.Context, o *Options) error {
 	if o.File == "" {
 		return factory.Usagef("-f FILE: give the manifests to convert (\"-\" for standard input)")
 	}
-	var data []byte
-	var err error
-	if o.File == "-" {
-		data, err = io.ReadAll(o.Factory.IO.In)
-	} else {
-		data, err = os.ReadFile(o.File)
-	}
+	data, err := o.Factory.ReadFile(o.File)
 	if err != nil {
 		return fmt.Errorf("reading the manifests: %w", err)
 	}

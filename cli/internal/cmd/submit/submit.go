@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -536,13 +535,7 @@ func int32Ptr(v *int64) *int32 {
 
 // read reads -f.
 func (o *Options) read() ([]byte, error) {
-	var data []byte
-	var err error
-	if o.File == "-" {
-		data, err = io.ReadAll(o.Factory.IO.In)
-	} else {
-		data, err = os.ReadFile(o.File)
-	}
+	data, err := o.Factory.ReadFile(o.File)
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest: %w", err)
 	}
