@@ -60,7 +60,7 @@ APISERVER := $(BIN)/kiln-apiserver
 KILN := $(BIN)/kiln
 # Go sources a binary depends on (module sources are few; find is cheap).
 go_sources = $(shell find $(1) -name '*.go' -not -name '*_test.go') $(wildcard $(addsuffix /go.mod,$(1)) $(addsuffix /go.sum,$(1)))
-GO_MODULES := api runtimes operator apiserver cli e2e sdk-gen sdk-gen/go
+GO_MODULES := api runtimes operator apiserver cli build e2e sdk-gen sdk-gen/go
 # The SDKs (sdk-gen): the TypeScript package's tools and dependencies come from npm, pinned
 # by its lockfile; Python needs nothing but python3.
 SDK_TS := sdk-gen/typescript
@@ -104,7 +104,7 @@ platform-down cluster-down: $(PLATFORM) ## Stop the local platform and every pro
 platform-status: $(PLATFORM) ## Show which platform components run and where.
 	$(PLATFORM) status
 
-$(PLATFORM): $(call go_sources,e2e api runtimes) $(wildcard runtimes/catalog/*.yaml e2e/internal/platform/*.yaml) go.work
+$(PLATFORM): $(call go_sources,e2e build/images api runtimes) $(wildcard runtimes/catalog/*.yaml e2e/internal/platform/*.yaml) go.work
 	go build -o $@ ./e2e/cmd/kiln-platform
 
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
@@ -120,7 +120,7 @@ $(KILN): $(call go_sources,cli api) go.work
 
 ##@ Images
 
-# Built without a Docker engine (go-containerregistry, e2e/internal/images): static binaries
+# Built without a Docker engine (go-containerregistry, build/images): static binaries
 # per platform, on a minimal base (nonroot 65532, Debian's CA certificates), as OCI archives.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES_BUILD := $(BIN)/images/build
@@ -135,26 +135,26 @@ images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln
 		$$build -ldflags "-s -w -X main.version=$(KILN_VERSION)" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
 		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
 		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $$dir/kiln ./cli/cmd/kiln; \
-		$$build -ldflags "-s -w" -o $$dir/kiln-pause ./e2e/cmd/kiln-pause; \
+		$$build -ldflags "-s -w" -o $$dir/kiln-pause ./build/cmd/kiln-pause; \
 	done
-	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms $(IMAGE_PLATFORMS) \
+	go run ./build/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms $(IMAGE_PLATFORMS) \
 		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)"
 
 # The real node's sandbox image, for this machine's platform only (make images builds both).
-$(BIN)/images/pause.tar: $(call go_sources,e2e/cmd/kiln-pause e2e/cmd/kiln-images e2e/internal/images)
+$(BIN)/images/pause.tar: $(call go_sources,build/cmd/kiln-pause build/cmd/kiln-images build/images)
 	@mkdir -p $(IMAGES_BUILD)/linux_$(HOST_ARCH)
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_BUILD)/linux_$(HOST_ARCH)/kiln-pause ./e2e/cmd/kiln-pause
-	go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_BUILD)/linux_$(HOST_ARCH)/kiln-pause ./build/cmd/kiln-pause
+	go run ./build/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
 		--version $(KILN_VERSION) --revision "$$(git rev-parse HEAD)" --created "$$(git log -1 --format=%cI)" pause
 
 # JobSet's and Kueue's images for the chart's local install (nothing can be pulled here): the
 # pinned static binaries as /manager, upstream's entrypoint, on Kiln's base; this machine's
 # platform only, tagged with the pinned version (kiln.local/jobset:v0.12.0).
-$(ADDON_IMAGES): $(BIN)/images/%.tar: $(BIN)/% $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+$(ADDON_IMAGES): $(BIN)/images/%.tar: $(BIN)/% $(call go_sources,build/cmd/kiln-images build/images)
 	@mkdir -p $(IMAGES_BUILD)/linux_$(HOST_ARCH)
 	ln -sf $(BIN)/$* $(IMAGES_BUILD)/linux_$(HOST_ARCH)/$*
 	version="$$(cd tools/$* && $(TOOLS_ENV) go list -m -f '{{.Version}}' sigs.k8s.io/$*)"; \
-		go run ./e2e/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
+		go run ./build/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
 		--version "$$version" --revision "$$version" --source https://github.com/kubernetes-sigs/$* $*
 
 .PHONY: addon-images
@@ -181,13 +181,13 @@ $(TORCH_ROOTFS)/.done: e2e/images/torch-cpu/packages e2e/images/torch-cpu/custom
 # The image has Kiln's Python SDK, whose kiln.checkpoint is the training-side helper of
 # docs/fault-tolerance.md, installed as pip would put it (site-packages of /usr/local).
 SDK_PY_SOURCES := $(shell find sdk-gen/python/kiln -name '*.py' -o -name py.typed)
-$(BIN)/images/torch-cpu.tar: $(TORCH_ROOTFS)/.done $(SDK_PY_SOURCES) $(call go_sources,e2e/cmd/kiln-images e2e/internal/images)
+$(BIN)/images/torch-cpu.tar: $(TORCH_ROOTFS)/.done $(SDK_PY_SOURCES) $(call go_sources,build/cmd/kiln-images build/images)
 	py="$$(basename "$$(ls -d $(TORCH_ROOTFS)/usr/lib/python3.[0-9]* | head -1)")"; \
 		site=$(TORCH_ROOTFS)/usr/local/lib/$$py/dist-packages; \
 		rm -rf "$$site/kiln" && mkdir -p "$$site" && cp -r sdk-gen/python/kiln "$$site/kiln" && \
 		find "$$site/kiln" -name __pycache__ -prune -exec rm -rf {} +
 	version="$$(dpkg-query --admindir=$(TORCH_ROOTFS)/var/lib/dpkg -W -f '$${Version}' python3-torch | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')"; \
-		go run ./e2e/cmd/kiln-images --out $(BIN)/images --rootfs $(TORCH_ROOTFS) --version "$$version" \
+		go run ./build/cmd/kiln-images --out $(BIN)/images --rootfs $(TORCH_ROOTFS) --version "$$version" \
 		--cmd python3 torch-cpu
 
 .PHONY: node-images
@@ -196,7 +196,7 @@ node-images: $(NODE_IMAGES) ## Build the real node's images: the sandbox (pause)
 .PHONY: push
 push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <image>:<version>; docker login credentials if asked.
 	@test -n "$(REGISTRY)" || { echo "make push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/my-org"; exit 2; }
-	go run ./e2e/cmd/kiln-images --out $(BIN)/images --version $(KILN_VERSION) --push $(REGISTRY)
+	go run ./build/cmd/kiln-images --out $(BIN)/images --version $(KILN_VERSION) --push $(REGISTRY)
 
 .PHONY: cli
 cli: $(KILN) ## Build the kiln CLI into bin/kiln (and bin/kubectl-kiln, the kubectl plugin).
@@ -361,7 +361,7 @@ generate: $(BIN)/controller-gen generate-proto generate-sdk ## Regenerate every 
 		output:webhook:artifacts:config=./config/webhook output:rbac:artifacts:config=./config/rbac
 	cd apiserver && controller-gen rbac:roleName=kiln-apiserver paths=./... output:rbac:artifacts:config=./config/rbac
 	go run ./cli/cmd/kiln-docs docs/cli.md
-	go run ./e2e/cmd/kiln-chart
+	go run ./build/cmd/kiln-chart
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \

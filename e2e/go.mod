@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/google/go-cmp v0.7.0
-	github.com/google/go-containerregistry v0.22.1
+	github.com/kiln-ml/kiln/build v0.0.0-00010101000000-000000000000
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
 	github.com/prometheus/procfs v0.21.0
@@ -43,6 +43,7 @@ require (
 	github.com/go-openapi/swag/stringutils v0.28.0 // indirect
 	github.com/go-openapi/swag/typeutils v0.28.0 // indirect
 	github.com/go-openapi/swag/yamlutils v0.28.0 // indirect
+	github.com/google/go-containerregistry v0.22.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
@@ -54,7 +55,6 @@ require (
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
-	gotest.tools/v3 v3.5.2 // indirect
 	sigs.k8s.io/kueue v0.19.0 // indirect
 )
 
@@ -108,5 +108,7 @@ require (
 )
 
 replace github.com/kiln-ml/kiln/api => ../api
+
+replace github.com/kiln-ml/kiln/build => ../build
 
 replace github.com/kiln-ml/kiln/runtimes => ../runtimes

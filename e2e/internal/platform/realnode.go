@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kiln-ml/kiln/e2e/internal/images"
+	"github.com/kiln-ml/kiln/build/images"
 )
 
 // The real node: a kubelet registering kiln-node-0 with this machine's CPUs and memory,

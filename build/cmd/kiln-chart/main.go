@@ -7,15 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
-	"github.com/kiln-ml/kiln/e2e/internal/chart"
-	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/api/testing/pinned"
+	"github.com/kiln-ml/kiln/build/internal/chart"
 )
 
 func main() {
 	root := flag.String("root", "", "repository root (default: the nearest directory with go.work)")
 	flag.Parse()
-	dir, err := platform.RepoRoot(*root)
+	dir, err := repoRoot(*root)
 	if err == nil {
 		err = chart.Generate(dir)
 	}
@@ -23,4 +24,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kiln-chart:", err)
 		os.Exit(1)
 	}
+}
+
+func repoRoot(dir string) (string, error) {
+	if dir != "" {
+		return filepath.Abs(dir)
+	}
+	return pinned.RepoRoot()
 }

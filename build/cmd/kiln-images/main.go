@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/kiln-ml/kiln/e2e/internal/images"
+	"github.com/kiln-ml/kiln/build/images"
 )
 
 func main() {
