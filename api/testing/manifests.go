@@ -2,13 +2,13 @@ package testing
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/api/manifest"
 )
 
 // ReadManifests decodes every object of a multi-document YAML (or JSON) file.
@@ -20,17 +20,17 @@ func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
 	return DecodeManifests(data)
 }
 
-// DecodeManifests decodes every object of a multi-document YAML or JSON stream, skipping
+// DecodeManifests decodes every object of a multi-document YAML (or JSON) stream, skipping
 // empty documents.
 func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	docs, err := manifest.Documents(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("decoding manifests: %w", err)
+	}
 	var objs []*unstructured.Unstructured
-	for {
+	for _, doc := range docs {
 		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
 			return nil, fmt.Errorf("decoding manifest %d: %w", len(objs)+1, err)
 		}
 		if len(obj.Object) == 0 {
@@ -38,4 +38,5 @@ func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 		}
 		objs = append(objs, obj)
 	}
+	return objs, nil
 }

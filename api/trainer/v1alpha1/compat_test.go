@@ -3,9 +3,7 @@ package v1alpha1
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kiln-ml/kiln/api/manifest"
 	"github.com/kiln-ml/kiln/api/testing/pinned"
 )
 
@@ -138,13 +136,13 @@ func TestUpstreamManifestsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for i := 0; ; i++ {
+		docs, err := manifest.Documents(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, d := range docs {
 			var doc map[string]any
-			if err := dec.Decode(&doc); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
+			if err := yaml.Unmarshal(d, &doc); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
 			var obj any

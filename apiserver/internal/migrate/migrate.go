@@ -6,19 +6,18 @@
 package migrate
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/api/manifest"
 )
 
 // Manager is the runtime patches' manager: the converter.
@@ -109,9 +108,9 @@ func (c *conversion) runtime() string {
 // document of a kind it does not convert, or that does not decode, fails the whole
 // conversion with an error naming the document.
 func Convert(data []byte, o Options) (*Result, error) {
-	docs, err := split(data)
+	docs, err := manifest.Documents(bytes.NewReader(data))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the documents: %w", err)
 	}
 	if len(docs) == 0 {
 		return nil, errors.New("no documents to convert")
@@ -150,35 +149,6 @@ func Convert(data []byte, o Options) (*Result, error) {
 		res.Warnings = append(res.Warnings, c.warnings...)
 	}
 	return res, nil
-}
-
-// split cuts YAML (or JSON) into its non-empty documents.
-func split(data []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the documents: %w", err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) > 0 {
-			docs = append(docs, doc)
-		}
-	}
-}
-
-func stripComments(doc []byte) []byte {
-	var out []byte
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			out = append(out, line...)
-			out = append(out, '\n')
-		}
-	}
-	return out
 }
 
 // unknownFields decodes doc into typed strictly: a field the source kind does not have (a

@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -239,20 +240,13 @@ func compareTemplates(m, w corev1.PodTemplateSpec, c *conversion) {
 func restartPolicy(p, field, who string, c *conversion) {
 	switch p {
 	case "", "OnFailure", "Always":
-		c.note(field, "%s: %s restarted a failed container in place; on Kiln the runtime's failurePolicy restarts the whole group (torch-distributed-spot: a preemption does not count, a crash does, up to maxRestarts)", orDefault(p, "OnFailure (the default)"), who)
+		c.note(field, "%s: %s restarted a failed container in place; on Kiln the runtime's failurePolicy restarts the whole group (torch-distributed-spot: a preemption does not count, a crash does, up to maxRestarts)", cmp.Or(p, "OnFailure (the default)"), who)
 	case "ExitCode":
 		c.note(field, "ExitCode: v1 retried exit codes 128 and over; on Kiln the runtime's podFailurePolicy decides (torch-distributed-spot: exit 75 and evictions restart without counting, 78 fails at once)")
 	case "Never":
 	default:
 		c.warn(field, "%q: not a restart policy of v1 (Always, OnFailure, Never, ExitCode)", p)
 	}
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // applyRunPolicy carries the v1 run policy: deadline, TTL, suspend and the Kueue queue map

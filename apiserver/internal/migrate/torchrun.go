@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -74,7 +75,7 @@ func stripTorchrunFlags(command, args []string) ([]string, []string, launch) {
 			}
 			break // the script: what follows is its own
 		}
-		if !contains(torchrunFlags, name) {
+		if !slices.Contains(torchrunFlags, name) {
 			if !hasValue && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") && !looksLikeScript(argv[i+1]) {
 				i++ // the flag's value
 			}
@@ -110,15 +111,6 @@ func stripTorchrunFlags(command, args []string) ([]string, []string, launch) {
 // looksLikeScript says whether a is the training program rather than a flag's value.
 func looksLikeScript(a string) bool {
 	return strings.HasSuffix(a, ".py") || strings.Contains(a, "/")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // runsShell says whether argv hands a script to a shell (sh -c '...'): flags inside the

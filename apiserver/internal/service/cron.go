@@ -25,8 +25,9 @@ import (
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/request"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // AnnotationTriggeredBy names the caller who created a run outside its schedule.
@@ -57,7 +58,7 @@ func (s *CronTrainJobs) installed() error {
 }
 
 func (s *CronTrainJobs) view(cj *kiln.CronTrainJob) *kilnv1.CronTrainJob {
-	return convert.CronTrainJob(cj, s.now())
+	return view.CronTrainJob(cj, s.now())
 }
 
 // CreateCronTrainJob implements kilnv1connect.CronTrainJobServiceHandler.
@@ -117,11 +118,11 @@ func cronTrainJobFrom(m *kilnv1.CreateCronTrainJobRequest) (*kiln.CronTrainJob, 
 	case *kilnv1.CreateCronTrainJobRequest_CronTrainJob:
 		errs = validateNamespace(field.NewPath("namespace"), m.GetNamespace(), true)
 		var more field.ErrorList
-		cj, more = convert.NewCronTrainJob(m.GetNamespace(), src.CronTrainJob, field.NewPath("cron_train_job"))
+		cj, more = request.NewCronTrainJob(m.GetNamespace(), src.CronTrainJob, field.NewPath("cron_train_job"))
 		errs = append(errs, more...)
 	case *kilnv1.CreateCronTrainJobRequest_Manifest:
 		p := field.NewPath("manifest")
-		cj, errs = convert.ParseCronManifest(src.Manifest, p)
+		cj, errs = request.ParseCronManifest(src.Manifest, p)
 		if cj != nil {
 			ns := cj.Namespace
 			errs = append(errs, settleNamespace(&ns, m.GetNamespace())...)
@@ -129,10 +130,10 @@ func cronTrainJobFrom(m *kilnv1.CreateCronTrainJobRequest) (*kiln.CronTrainJob, 
 			if cj.Name == "" {
 				errs = append(errs, field.Required(p.Child("metadata", "name"), "the CronTrainJob's name (generateName is not supported: runs are named after it)"))
 			} else {
-				errs = append(errs, convert.ValidateName(p.Child("metadata", "name"), cj.Name)...)
+				errs = append(errs, request.ValidateName(p.Child("metadata", "name"), cj.Name)...)
 			}
 			spec := p.Child("spec")
-			errs = append(errs, convert.ValidateSchedule(spec.Child("schedule"), spec.Child("timeZone"), cj.Spec.Schedule, ptr.Deref(cj.Spec.TimeZone, ""))...)
+			errs = append(errs, request.ValidateSchedule(spec.Child("schedule"), spec.Child("timeZone"), cj.Spec.Schedule, ptr.Deref(cj.Spec.TimeZone, ""))...)
 		}
 	default:
 		errs = append(errs, field.Required(field.NewPath("source"), "set cron_train_job (structured) or manifest (YAML or JSON)"))
@@ -367,7 +368,7 @@ func validateCronRef(namespace, name string) field.ErrorList {
 	if name == "" {
 		return append(errs, field.Required(field.NewPath("name"), "the CronTrainJob's name"))
 	}
-	return append(errs, convert.ValidateName(field.NewPath("name"), name)...)
+	return append(errs, request.ValidateName(field.NewPath("name"), name)...)
 }
 
 func cronManifestOf(cj *kiln.CronTrainJob) (string, error) {

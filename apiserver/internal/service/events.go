@@ -17,8 +17,8 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // ListEvents implements kilnv1connect.TrainJobServiceHandler. Events are read as the
@@ -74,12 +74,12 @@ func (s *TrainJobs) ListEvents(ctx context.Context, req *connect.Request[kilnv1.
 		matched = append(matched, e)
 	}
 	slices.SortStableFunc(matched, func(a, b *corev1.Event) int {
-		_, la := convert.EventTimes(a)
-		_, lb := convert.EventTimes(b)
+		_, la := view.EventTimes(a)
+		_, lb := view.EventTimes(b)
 		return la.Compare(lb)
 	})
 	for _, e := range matched {
-		res.Events = append(res.Events, convert.Event(e))
+		res.Events = append(res.Events, view.Event(e))
 	}
 	return connect.NewResponse(res), nil
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
+	"github.com/kiln-ml/kiln/apiserver/internal/request"
 )
 
 // Annotations that make CreateTrainJob idempotent: the request_id that created a job and
@@ -149,8 +149,8 @@ const nameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 // derivedName completes prefix with 5 characters derived from the request id and the step
 // of its chain (see rename).
 func derivedName(prefix, requestID string, step int) string {
-	if len(prefix) > convert.MaxNameLength-5 {
-		prefix = prefix[:convert.MaxNameLength-5]
+	if len(prefix) > request.MaxNameLength-5 {
+		prefix = prefix[:request.MaxNameLength-5]
 	}
 	seed := requestID
 	if step > 0 {

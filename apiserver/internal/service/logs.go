@@ -25,7 +25,7 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // Tuning of StreamLogs.
@@ -116,7 +116,7 @@ func (l *logStreamer) podSelector() client.ListOption {
 func (l *logStreamer) steps(pods []corev1.Pod) ([]stepPod, []string) {
 	var all []stepPod
 	var names []string
-	for _, st := range convert.Steps(pods) {
+	for _, st := range view.Steps(pods) {
 		names = append(names, st.Name)
 		if l.req.GetStep() != "" && st.Name != l.req.GetStep() {
 			continue
@@ -268,7 +268,7 @@ func (l *logStreamer) follow(ctx context.Context) error {
 }
 
 func finished(tj *trainer.TrainJob) bool {
-	st, _, _ := convert.State(tj, nil)
+	st, _, _ := view.State(tj, nil)
 	return st == kilnv1.State_STATE_COMPLETE || st == kilnv1.State_STATE_FAILED
 }
 
@@ -276,7 +276,7 @@ func finished(tj *trainer.TrainJob) bool {
 func (l *logStreamer) copy(ctx context.Context, sp stepPod, follow bool) error {
 	container := l.req.GetContainer()
 	if container == "" {
-		container = convert.MainContainer(sp.pod)
+		container = view.MainContainer(sp.pod)
 	}
 	opts := &corev1.PodLogOptions{Container: container, Follow: follow, Timestamps: l.req.GetTimestamps(), TailLines: l.req.TailLines, SinceSeconds: l.req.SinceSeconds}
 	rc, err := l.s.kube.CoreAsCaller.CoreV1().Pods(sp.pod.Namespace).GetLogs(sp.pod.Name, opts).Stream(ctx)

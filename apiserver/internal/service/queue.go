@@ -16,8 +16,8 @@ import (
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 var kueueGroup = kueue.GroupVersion.Group
@@ -67,7 +67,7 @@ func (s *Queues) ListQueues(ctx context.Context, req *connect.Request[kilnv1.Lis
 		if typed, err := kueue.LocalQueue(lq); err == nil {
 			cqName = string(typed.Spec.ClusterQueue)
 		}
-		res.Queues = append(res.Queues, convert.Queue(lq, s.clusterQueue(ctx, cqName)))
+		res.Queues = append(res.Queues, view.Queue(lq, s.clusterQueue(ctx, cqName)))
 	}
 	slices.SortFunc(res.Queues, func(a, b *kilnv1.Queue) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))

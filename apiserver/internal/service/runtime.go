@@ -14,8 +14,8 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // Runtimes implements kilnv1connect.RuntimeServiceHandler from the shared cache, for
@@ -63,7 +63,7 @@ func (s *Runtimes) ListRuntimes(ctx context.Context, req *connect.Request[kilnv1
 	}
 	for i := range ctrs.Items {
 		rt := &ctrs.Items[i]
-		res.Runtimes = append(res.Runtimes, convert.Runtime(&rt.ObjectMeta, trainer.ClusterTrainingRuntimeKind, &rt.Spec))
+		res.Runtimes = append(res.Runtimes, view.Runtime(&rt.ObjectMeta, trainer.ClusterTrainingRuntimeKind, &rt.Spec))
 	}
 	if ns != "" {
 		if err := s.authorize(ctx, kube.Attributes{Verb: "list", Resource: "trainingruntimes", Namespace: ns}); err != nil {
@@ -75,7 +75,7 @@ func (s *Runtimes) ListRuntimes(ctx context.Context, req *connect.Request[kilnv1
 		}
 		for i := range trs.Items {
 			rt := &trs.Items[i]
-			res.Runtimes = append(res.Runtimes, convert.Runtime(&rt.ObjectMeta, trainer.TrainingRuntimeKind, &rt.Spec))
+			res.Runtimes = append(res.Runtimes, view.Runtime(&rt.ObjectMeta, trainer.TrainingRuntimeKind, &rt.Spec))
 		}
 	}
 	slices.SortFunc(res.Runtimes, func(a, b *kilnv1.Runtime) int {
@@ -104,7 +104,7 @@ func (s *Runtimes) GetRuntime(ctx context.Context, req *connect.Request[kilnv1.G
 		if err := s.kube.Cache.Get(ctx, client.ObjectKey{Name: m.GetName()}, rt); err != nil {
 			return nil, toConnect(fmt.Sprintf("getting ClusterTrainingRuntime %s", m.GetName()), err)
 		}
-		return connect.NewResponse(&kilnv1.GetRuntimeResponse{Runtime: convert.Runtime(&rt.ObjectMeta, trainer.ClusterTrainingRuntimeKind, &rt.Spec)}), nil
+		return connect.NewResponse(&kilnv1.GetRuntimeResponse{Runtime: view.Runtime(&rt.ObjectMeta, trainer.ClusterTrainingRuntimeKind, &rt.Spec)}), nil
 	}
 	if err := s.authorize(ctx, kube.Attributes{Verb: "get", Resource: "trainingruntimes", Namespace: m.GetNamespace(), Name: m.GetName()}); err != nil {
 		return nil, err
@@ -113,5 +113,5 @@ func (s *Runtimes) GetRuntime(ctx context.Context, req *connect.Request[kilnv1.G
 	if err := s.kube.Cache.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}, rt); err != nil {
 		return nil, toConnect(fmt.Sprintf("getting TrainingRuntime %s/%s", m.GetNamespace(), m.GetName()), err)
 	}
-	return connect.NewResponse(&kilnv1.GetRuntimeResponse{Runtime: convert.Runtime(&rt.ObjectMeta, trainer.TrainingRuntimeKind, &rt.Spec)}), nil
+	return connect.NewResponse(&kilnv1.GetRuntimeResponse{Runtime: view.Runtime(&rt.ObjectMeta, trainer.TrainingRuntimeKind, &rt.Spec)}), nil
 }

@@ -16,8 +16,8 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // SuspendTrainJob implements kilnv1connect.TrainJobServiceHandler.
@@ -52,7 +52,7 @@ func (s *TrainJobs) setSuspended(ctx context.Context, namespace, name string, su
 	if err := s.kube.AsCaller.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
 		return nil, toConnect(what, err)
 	}
-	if state, _, _ := convert.State(tj, nil); state == kilnv1.State_STATE_COMPLETE || state == kilnv1.State_STATE_FAILED {
+	if state, _, _ := view.State(tj, nil); state == kilnv1.State_STATE_COMPLETE || state == kilnv1.State_STATE_FAILED {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%s: the job is %s: a finished job cannot be suspended or resumed; submit it again",
 			what, map[kilnv1.State]string{kilnv1.State_STATE_COMPLETE: "Complete", kilnv1.State_STATE_FAILED: "Failed"}[state]))
 	}
@@ -64,10 +64,10 @@ func (s *TrainJobs) setSuspended(ctx context.Context, namespace, name string, su
 		// Kueue acts on the workload in a moment; the answer already says what it will do.
 		switch {
 		case suspend:
-			v.Status.State, v.Status.Reason, v.Status.Message = kilnv1.State_STATE_SUSPENDED, convert.ReasonDeactivated,
+			v.Status.State, v.Status.Reason, v.Status.Message = kilnv1.State_STATE_SUSPENDED, view.ReasonDeactivated,
 				"suspended: Kueue stops its pods and releases its quota; resume it to queue it again"
 		case ptr.Deref(tj.Spec.Suspend, false):
-			v.Status.State, v.Status.Reason, v.Status.Message = kilnv1.State_STATE_QUEUED, convert.ReasonQueued,
+			v.Status.State, v.Status.Reason, v.Status.Message = kilnv1.State_STATE_QUEUED, view.ReasonQueued,
 				"back in queue "+tj.Labels[trainer.KueueQueueNameLabel]
 		}
 		return v, nil

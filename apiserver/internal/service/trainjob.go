@@ -21,8 +21,8 @@ import (
 	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/request"
 )
 
 // TrainJobs implements kilnv1connect.TrainJobServiceHandler.
@@ -100,10 +100,10 @@ func trainJobFrom(m *kilnv1.CreateTrainJobRequest) (*trainer.TrainJob, field.Err
 	case *kilnv1.CreateTrainJobRequest_TrainJob:
 		errs = validateNamespace(field.NewPath("namespace"), m.GetNamespace(), true)
 		var more field.ErrorList
-		tj, more = convert.NewTrainJob(m.GetNamespace(), src.TrainJob, field.NewPath("train_job"))
+		tj, more = request.NewTrainJob(m.GetNamespace(), src.TrainJob, field.NewPath("train_job"))
 		errs = append(errs, more...)
 	case *kilnv1.CreateTrainJobRequest_Manifest:
-		tj, errs = convert.ParseManifest(src.Manifest, field.NewPath("manifest"))
+		tj, errs = request.ParseManifest(src.Manifest, field.NewPath("manifest"))
 		if tj != nil {
 			errs = append(errs, manifestTarget(tj, m.GetNamespace())...)
 		}
@@ -125,9 +125,9 @@ func manifestTarget(tj *trainer.TrainJob, namespace string) field.ErrorList {
 	case tj.Name == "" && tj.GenerateName == "":
 		errs = append(errs, field.Required(name, "set metadata.name or metadata.generateName"))
 	case tj.Name != "":
-		errs = append(errs, convert.ValidateName(name, tj.Name)...)
+		errs = append(errs, request.ValidateName(name, tj.Name)...)
 	default:
-		errs = append(errs, convert.ValidateName(field.NewPath("manifest").Child("metadata", "generateName"), tj.GenerateName+"x")...)
+		errs = append(errs, request.ValidateName(field.NewPath("manifest").Child("metadata", "generateName"), tj.GenerateName+"x")...)
 	}
 	return errs
 }

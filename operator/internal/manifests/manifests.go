@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -21,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/api/manifest"
 )
 
 // FieldManager owns the fields the hooks apply.
@@ -36,24 +37,25 @@ func Read(file string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	defer f.Close()
+	docs, err := manifest.Documents(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for i := 1; ; i++ {
+	for i, doc := range docs {
 		o := &unstructured.Unstructured{}
-		if err := dec.Decode(&o.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("%s: document %d: %w", file, i, err)
+		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", file, i+1, err)
 		}
 		if len(o.Object) == 0 {
 			continue
 		}
 		if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
-			return nil, fmt.Errorf("%s: document %d needs apiVersion, kind and metadata.name", file, i)
+			return nil, fmt.Errorf("%s: document %d needs apiVersion, kind and metadata.name", file, i+1)
 		}
 		objs = append(objs, o)
 	}
+	return objs, nil
 }
 
 // Apply server-side applies objs in order, each retried every interval until timeout while

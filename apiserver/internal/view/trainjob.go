@@ -1,4 +1,8 @@
-package convert
+// Package view is the API's view of Kubernetes objects: a TrainJob and what it owns (its
+// Kueue workload, queue position, pods) as one truthful state, steps and timers; a
+// CronTrainJob, a runtime, a queue, an event. Everything here is pure: no clients, no
+// clocks. Reading what a caller sends into objects is package request's.
+package view
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package convert
+package view
 
 import (
 	corev1 "k8s.io/api/core/v1"

@@ -1,4 +1,7 @@
-package convert
+// Package request reads what callers send to create jobs into Kubernetes objects: a
+// NewTrainJob or NewCronTrainJob message, or a manifest, each checked field by field so
+// that an error names the field and the fix. Everything here is pure: no clients, no clocks.
+package request
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package convert
+package request
 
 import (
 	"strings"
@@ -31,6 +31,9 @@ func TestParseManifest(t *testing.T) {
 	if tj.Name != "my-trainjob" || tj.Namespace != "my-namespace" || *tj.Spec.ActiveDeadlineSeconds != 3600 || len(tj.Status.Conditions) != 0 {
 		t.Errorf("ParseManifest() = %+v", tj)
 	}
+	if _, errs := ParseManifest(seed+"---\n# the end\n---\n", field.NewPath("manifest")); len(errs) > 0 {
+		t.Errorf("ParseManifest(trailing comment) errors: %v", errs)
+	}
 	json := `{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"j"},"spec":{"runtimeRef":{"name":"r"}}}`
 	if _, errs := ParseManifest(json, field.NewPath("manifest")); len(errs) > 0 {
 		t.Errorf("ParseManifest(JSON) errors: %v", errs)
@@ -42,14 +45,16 @@ func TestParseManifestErrors(t *testing.T) {
 		manifest string
 		want     string
 	}{
-		"empty":          {"  \n", "Required"},
-		"two documents":  {seed + "---\n" + seed, "2 YAML documents"},
-		"another kind":   {"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", `want apiVersion trainer.kubeflow.org/v1alpha1 kind TrainJob`},
-		"unknown field":  {strings.Replace(seed, "runtimeRef:", "runtimeRefs:", 1), `unknown field "spec.runtimeRefs"`},
-		"wrong type":     {strings.Replace(seed, "3600", "soon", 1), "activeDeadlineSeconds"},
-		"not yaml":       {"{{{", "not YAML or JSON"},
-		"too big":        {strings.Repeat("#", MaxManifestBytes+1), "may not be more than"},
-		"old apiVersion": {strings.Replace(seed, "v1alpha1", "v1", 1), "want apiVersion"},
+		"empty":           {"  \n", "Required"},
+		"two documents":   {seed + "---\n" + seed, "2 YAML documents"},
+		"a null document": {seed + "---\nnull\n", "2 YAML documents"},
+		"a bad separator": {seed + "--- x\n", "invalid Yaml document separator"},
+		"another kind":    {"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", `want apiVersion trainer.kubeflow.org/v1alpha1 kind TrainJob`},
+		"unknown field":   {strings.Replace(seed, "runtimeRef:", "runtimeRefs:", 1), `unknown field "spec.runtimeRefs"`},
+		"wrong type":      {strings.Replace(seed, "3600", "soon", 1), "activeDeadlineSeconds"},
+		"not yaml":        {"{{{", "not YAML or JSON"},
+		"too big":         {strings.Repeat("#", MaxManifestBytes+1), "may not be more than"},
+		"old apiVersion":  {strings.Replace(seed, "v1alpha1", "v1", 1), "want apiVersion"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
-package convert
+package view
 
 import (
+	"cmp"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,10 +27,10 @@ const (
 func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 	conds := tj.Status.Conditions
 	if c := meta.FindStatusCondition(conds, trainer.TrainJobComplete); c != nil && c.Status == metav1.ConditionTrue {
-		return kilnv1.State_STATE_COMPLETE, orDefault(c.Reason, "Complete"), c.Message
+		return kilnv1.State_STATE_COMPLETE, cmp.Or(c.Reason, "Complete"), c.Message
 	}
 	if c := meta.FindStatusCondition(conds, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
-		return kilnv1.State_STATE_FAILED, orDefault(c.Reason, "Failed"), c.Message
+		return kilnv1.State_STATE_FAILED, cmp.Or(c.Reason, "Failed"), c.Message
 	}
 	queued := tj.Labels[trainer.KueueQueueNameLabel] != ""
 	// A deactivated workload is a suspend a user asked for: it is the job's state from the
@@ -45,7 +46,7 @@ func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 		case queued && wl != nil && wl.Admitted:
 			return kilnv1.State_STATE_QUEUED, ReasonAdmitted, fmt.Sprintf("admitted by ClusterQueue %s; starting", wl.ClusterQueue)
 		case queued && wl != nil && wl.EvictedReason != "":
-			return kilnv1.State_STATE_QUEUED, wl.EvictedReason, orDefault(wl.EvictedMessage, "evicted by Kueue") + "; waiting to be admitted again"
+			return kilnv1.State_STATE_QUEUED, wl.EvictedReason, cmp.Or(wl.EvictedMessage, "evicted by Kueue") + "; waiting to be admitted again"
 		case queued && wl != nil && wl.PendingMessage != "":
 			return kilnv1.State_STATE_QUEUED, ReasonQueued, wl.PendingMessage
 		case queued:
@@ -63,11 +64,4 @@ func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 		return kilnv1.State_STATE_RUNNING, ReasonRunning, fmt.Sprintf("%d of %d jobs ready", ready, max(total, ready))
 	}
 	return kilnv1.State_STATE_RUNNING, ReasonStarting, "started; waiting for its pods to run"
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

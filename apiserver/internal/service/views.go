@@ -16,8 +16,8 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"github.com/kiln-ml/kiln/apiserver/internal/convert"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // views builds the API's view of TrainJobs from the shared cache: their Kueue workloads,
@@ -49,7 +49,7 @@ type viewOptions struct {
 }
 
 func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *kilnv1.TrainJob {
-	rel := convert.Related{RunPolicy: v.runPolicy(ctx, tj)}
+	rel := view.Related{RunPolicy: v.runPolicy(ctx, tj)}
 	if v.kube.Kueue() && tj.Labels[trainer.KueueQueueNameLabel] != "" {
 		rel.Workload = v.workload(ctx, tj)
 		if o.position && rel.Workload != nil {
@@ -61,10 +61,10 @@ func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *
 			rel.Pods = v.pods(ctx, tj)
 		}
 	}
-	return convert.TrainJob(tj, rel)
+	return view.TrainJob(tj, rel)
 }
 
-func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *convert.Workload {
+func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *view.Workload {
 	list := kube.NewList(kube.WorkloadGVK)
 	if err := v.kube.Cache.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexJobUID: string(tj.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's workload", "trainJob", klog.KObj(tj), "err", err)
@@ -77,11 +77,11 @@ func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *convert.Wor
 			newest = wl
 		}
 	}
-	return convert.WorkloadFrom(newest)
+	return view.WorkloadFrom(newest)
 }
 
 // position ranks wl among the pending workloads of its ClusterQueue.
-func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.QueuePosition {
+func (v *views) position(ctx context.Context, wl *view.Workload) *kilnv1.QueuePosition {
 	clusterQueueOf := map[string]string{}
 	lqs := kube.NewList(kube.LocalQueueGVK)
 	if err := v.kube.Cache.List(ctx, lqs, client.UnsafeDisableDeepCopy); err != nil {
@@ -93,20 +93,20 @@ func (v *views) position(ctx context.Context, wl *convert.Workload) *kilnv1.Queu
 		}
 	}
 	cq := clusterQueueOf[wl.Namespace+"/"+wl.LocalQueue]
-	var pending []*convert.Workload
+	var pending []*view.Workload
 	if wl.Pending() {
 		all := kube.NewList(kube.WorkloadGVK)
 		if err := v.kube.Cache.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		for i := range all.Items {
-			other := convert.WorkloadFrom(&all.Items[i])
+			other := view.WorkloadFrom(&all.Items[i])
 			if other.Pending() && clusterQueueOf[other.Namespace+"/"+other.LocalQueue] == cq {
 				pending = append(pending, other)
 			}
 		}
 	}
-	return convert.Position(wl, cq, pending)
+	return view.Position(wl, cq, pending)
 }
 
 func (v *views) pods(ctx context.Context, tj *trainer.TrainJob) []corev1.Pod {

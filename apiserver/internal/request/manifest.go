@@ -1,17 +1,16 @@
-package convert
+package request
 
 import (
-	"bufio"
 	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	"github.com/kiln-ml/kiln/api/manifest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -49,7 +48,11 @@ func decodeManifest(manifest string, path *field.Path, apiVersion, kind string, 
 	if strings.TrimSpace(manifest) == "" {
 		return field.ErrorList{field.Required(path, fmt.Sprintf("a %s in YAML or JSON", kind))}
 	}
-	if docs := countDocuments(manifest); docs > 1 {
+	docs, err := countDocuments(manifest)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path, "", "not YAML or JSON: "+err.Error())}
+	}
+	if docs > 1 {
 		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("holds %d YAML documents: send one %s per request", docs, kind))}
 	}
 	head := struct {
@@ -87,18 +90,7 @@ func clearServerFields(m *metav1.ObjectMeta) {
 }
 
 // countDocuments counts the YAML documents of s that hold something besides comments.
-func countDocuments(s string) int {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
-	n := 0
-	for {
-		doc, err := r.Read()
-		if err != nil { // io.EOF, or a document too long to be read: the decoder reports it
-			return n
-		}
-		var v any
-		if yaml.Unmarshal(doc, &v) == nil && v == nil {
-			continue
-		}
-		n++
-	}
+func countDocuments(s string) (int, error) {
+	docs, err := manifest.Documents(strings.NewReader(s))
+	return len(docs), err
 }

@@ -1,7 +1,4 @@
-// Package convert turns Kubernetes objects into Kiln API messages and back: a TrainJob
-// and what it owns into one truthful state, steps and timers; a request into a TrainJob.
-// Everything here is pure: no clients, no clocks.
-package convert
+package view
 
 import (
 	"time"

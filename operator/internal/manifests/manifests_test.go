@@ -1,0 +1,55 @@
+package manifests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRead(t *testing.T) {
+	cases := map[string]struct {
+		yaml      string
+		wantNames []string
+		wantError string
+	}{
+		"documents in order, empty ones skipped": {
+			yaml:      "# Source: queues.yaml\n---\nkind: Queue\napiVersion: hooks.kiln.dev/v1\nmetadata: {name: a}\n---\n{}\n---\nnull\n---\nkind: Queue\napiVersion: hooks.kiln.dev/v1\nmetadata: {name: b}\n",
+			wantNames: []string{"a", "b"},
+		},
+		"nothing": {yaml: "---\n# only a comment\n"},
+		"no name": {
+			yaml:      "apiVersion: hooks.kiln.dev/v1\nkind: Queue\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\n",
+			wantError: "document 2 needs apiVersion, kind and metadata.name",
+		},
+		"not yaml":      {yaml: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [\n", wantError: "document 2: error converting YAML to JSON"},
+		"bad separator": {yaml: "apiVersion: v1\n--- kind: x\n", wantError: "invalid Yaml document separator"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "queues.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			objs, err := Read(path)
+			if tc.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantError) || !strings.HasPrefix(err.Error(), path+": ") {
+					t.Fatalf("Read() error = %v, want one naming the file and containing %q", err, tc.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Read() error: %v", err)
+			}
+			var names []string
+			for _, o := range objs {
+				names = append(names, o.GetName())
+			}
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("Read() names (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
