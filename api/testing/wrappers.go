@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -120,6 +121,12 @@ func (w *TrainJobWrapper) Command(cmd ...string) *TrainJobWrapper {
 // NumNodes sets spec.trainer.numNodes.
 func (w *TrainJobWrapper) NumNodes(n int32) *TrainJobWrapper {
 	w.trainer().NumNodes = ptr.To(n)
+	return w
+}
+
+// NumProcPerNode sets spec.trainer.numProcPerNode.
+func (w *TrainJobWrapper) NumProcPerNode(n int32) *TrainJobWrapper {
+	w.trainer().NumProcPerNode = ptr.To(n)
 	return w
 }
 
@@ -273,4 +280,104 @@ func (w *JobSetWrapper) ReplicatedJobStatus(name string, ready, succeeded, faile
 func (w *JobSetWrapper) Condition(t jobsetv1alpha2.JobSetConditionType, s metav1.ConditionStatus, reason, message string) *JobSetWrapper {
 	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: message})
 	return w
+}
+
+// CronTrainJobWrapper builds a CronTrainJob.
+type CronTrainJobWrapper struct{ kiln.CronTrainJob }
+
+// MakeCronTrainJob is a CronTrainJob running hourly in UTC, with CronJob's defaults (Allow,
+// three successful and one failed run kept), whose runs use the ClusterTrainingRuntime
+// torch-distributed, and with a UID derived from its name (its runs' owner references
+// need one).
+func MakeCronTrainJob(name, ns string) *CronTrainJobWrapper {
+	return &CronTrainJobWrapper{kiln.CronTrainJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kiln.GroupVersion.String(), Kind: kiln.CronTrainJobKind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 1},
+		Spec: kiln.CronTrainJobSpec{
+			Schedule: "0 * * * *", ConcurrencyPolicy: kiln.AllowConcurrent, Suspend: ptr.To(false),
+			SuccessfulJobsHistoryLimit: ptr.To[int32](3), FailedJobsHistoryLimit: ptr.To[int32](1),
+			TrainJobTemplate: kiln.TrainJobTemplateSpec{Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}},
+		},
+	}}
+}
+
+// Obj returns the CronTrainJob.
+func (w *CronTrainJobWrapper) Obj() *kiln.CronTrainJob { return &w.CronTrainJob }
+
+// Clone returns a builder of a copy.
+func (w *CronTrainJobWrapper) Clone() *CronTrainJobWrapper {
+	return &CronTrainJobWrapper{*w.DeepCopy()}
+}
+
+// Generation sets metadata.generation.
+func (w *CronTrainJobWrapper) Generation(g int64) *CronTrainJobWrapper {
+	w.ObjectMeta.Generation = g
+	return w
+}
+
+// Created sets metadata.creationTimestamp.
+func (w *CronTrainJobWrapper) Created(t time.Time) *CronTrainJobWrapper {
+	w.CreationTimestamp = metav1.NewTime(t)
+	return w
+}
+
+// Schedule sets spec.schedule.
+func (w *CronTrainJobWrapper) Schedule(expr string) *CronTrainJobWrapper {
+	w.Spec.Schedule = expr
+	return w
+}
+
+// TimeZone sets spec.timeZone.
+func (w *CronTrainJobWrapper) TimeZone(tz string) *CronTrainJobWrapper {
+	w.Spec.TimeZone = ptr.To(tz)
+	return w
+}
+
+// StartingDeadlineSeconds sets spec.startingDeadlineSeconds.
+func (w *CronTrainJobWrapper) StartingDeadlineSeconds(s int64) *CronTrainJobWrapper {
+	w.Spec.StartingDeadlineSeconds = ptr.To(s)
+	return w
+}
+
+// ConcurrencyPolicy sets spec.concurrencyPolicy.
+func (w *CronTrainJobWrapper) ConcurrencyPolicy(p kiln.ConcurrencyPolicy) *CronTrainJobWrapper {
+	w.Spec.ConcurrencyPolicy = p
+	return w
+}
+
+// Suspend sets spec.suspend.
+func (w *CronTrainJobWrapper) Suspend(s bool) *CronTrainJobWrapper {
+	w.Spec.Suspend = ptr.To(s)
+	return w
+}
+
+// HistoryLimits sets spec.successfulJobsHistoryLimit and spec.failedJobsHistoryLimit.
+func (w *CronTrainJobWrapper) HistoryLimits(successful, failed int32) *CronTrainJobWrapper {
+	w.Spec.SuccessfulJobsHistoryLimit, w.Spec.FailedJobsHistoryLimit = ptr.To(successful), ptr.To(failed)
+	return w
+}
+
+// Env adds an environment variable to the runs' spec.trainer.env.
+func (w *CronTrainJobWrapper) Env(name, value string) *CronTrainJobWrapper {
+	tmpl := &w.Spec.TrainJobTemplate.Spec
+	if tmpl.Trainer == nil {
+		tmpl.Trainer = &trainer.Trainer{}
+	}
+	tmpl.Trainer.Env = append(tmpl.Trainer.Env, corev1.EnvVar{Name: name, Value: value})
+	return w
+}
+
+// LastScheduleTime sets status.lastScheduleTime.
+func (w *CronTrainJobWrapper) LastScheduleTime(t time.Time) *CronTrainJobWrapper {
+	w.Status.LastScheduleTime = ptr.To(metav1.NewTime(t))
+	return w
+}
+
+// Run is a builder of the run scheduled at t, as the controller creates it (with a UID
+// derived from its name).
+func (w *CronTrainJobWrapper) Run(t time.Time) *TrainJobWrapper {
+	tj := w.NewRun(t)
+	tj.UID = types.UID("uid-" + tj.Name)
+	tj.Generation = 1
+	return &TrainJobWrapper{*tj}
 }

@@ -25,7 +25,7 @@ import (
 // rate() and increase() absorb a restart); the kiln_trainjobs gauge is computed from the
 // cache at every scrape, so it is right from the first scrape after a restart.
 
-// Job states, as `kiln list` shows them (apiserver/internal/convert.State) but computed from
+// Job states, as `kiln list` shows them (apiserver/internal/view.State) but computed from
 // the status alone: the status is what a reconcile writes, so a transition is counted once,
 // by the reconcile whose write made it.
 const (

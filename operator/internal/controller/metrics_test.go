@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
@@ -238,22 +237,6 @@ func TestMetricsLint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
-	}
-}
-
-func TestDueSeenCountsAnInstantOnce(t *testing.T) {
-	var d dueSeen
-	cj := types.NamespacedName{Namespace: "ns", Name: "weekly"}
-	due := t0
-	if !d.first(cj, due) || d.first(cj, due) {
-		t.Error("the first sight of a due instant is not first, or the second is")
-	}
-	if !d.first(cj, due.Add(time.Hour)) {
-		t.Error("the next due instant is not first")
-	}
-	d.forget(cj)
-	if !d.first(cj, due.Add(time.Hour)) {
-		t.Error("a forgotten CronTrainJob's instant is not first")
 	}
 }
 

@@ -1,6 +1,9 @@
 // Package controller holds the TrainJob controller: it renders each TrainJob into a JobSet,
 // propagates suspension, enforces the job's deadline and TTL, and reports the JobSet's
-// progress in the TrainJob's status. One policy per file; the operator README maps them.
+// progress in the TrainJob's status; and the CronTrainJob controller (crontrainjob_*.go),
+// which creates a CronTrainJob's runs as they fall due, with the CronJob controller's
+// history limits, due times and concurrency policies. One policy per file; the operator
+// README maps them.
 package controller
 
 import (
