@@ -119,7 +119,7 @@ $(APISERVER): $(call go_sources,apiserver api) go.work
 	go build -ldflags "-X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $@ ./apiserver/cmd/kiln-apiserver
 
 # The CLI, also installed as the kubectl plugin `kubectl kiln`.
-$(KILN): $(call go_sources,cli api) go.work
+$(KILN): $(call go_sources,cli sdk-gen/go api) go.work
 	go build -ldflags "-X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $@ ./cli/cmd/kiln
 	ln -sf kiln $(BIN)/kubectl-kiln
 

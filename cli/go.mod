@@ -2,13 +2,17 @@ module github.com/kiln-ml/kiln/cli
 
 go 1.26.0
 
-replace github.com/kiln-ml/kiln/api => ../api
+replace (
+	github.com/kiln-ml/kiln/api => ../api
+	github.com/kiln-ml/kiln/sdk-gen/go => ../sdk-gen/go
+)
 
 require (
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/otelconnect v0.12.0
 	github.com/google/go-cmp v0.7.0
 	github.com/kiln-ml/kiln/api v0.0.0-00010101000000-000000000000
+	github.com/kiln-ml/kiln/sdk-gen/go v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0

@@ -18,7 +18,6 @@
 package kiln
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -44,7 +43,8 @@ type Options struct {
 	Context, ConfigFile string
 	// HTTPClient replaces the client built from the configuration (its token included).
 	HTTPClient *http.Client
-	// ClientOptions are added to the Connect clients', e.g. interceptors.
+	// ClientOptions are added to the Connect clients', e.g. interceptors (tracing, a user
+	// agent) or connect.WithHTTPGet(); the kiln CLI passes its own here.
 	ClientOptions []connect.ClientOption
 }
 
@@ -64,7 +64,7 @@ type Client struct {
 
 // New returns a client of the API server that opts and the Kiln configuration name.
 func New(opts Options) (*Client, error) {
-	ctx, err := resolve(opts)
+	ctx, err := ResolveContext(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,11 @@ func New(opts Options) (*Client, error) {
 	}, nil
 }
 
-func resolve(opts Options) (clientconfig.Context, error) {
+// ResolveContext returns the server, credentials and namespace New calls with: the
+// configuration file's context, the KILN_* variables over it, then opts over both. The
+// namespace is empty when none of them names one (New then acts in "default"). A Context or
+// Server of opts that is wrong is an *OptionError.
+func ResolveContext(opts Options) (clientconfig.Context, error) {
 	path := opts.ConfigFile
 	if path == "" {
 		path = clientconfig.DefaultPath()
@@ -101,7 +105,7 @@ func resolve(opts Options) (clientconfig.Context, error) {
 	}
 	if opts.Context != "" {
 		if cfg.Context(opts.Context) == nil {
-			return clientconfig.Context{}, fmt.Errorf("context %q is not in the Kiln configuration %s: list them with `kiln config get-contexts`", opts.Context, path)
+			return clientconfig.Context{}, &OptionError{Option: "Context", Value: opts.Context, ConfigFile: path}
 		}
 		cfg.CurrentContext = opts.Context
 	}
@@ -126,10 +130,30 @@ func resolve(opts Options) (clientconfig.Context, error) {
 		ctx.Namespace = opts.Namespace
 	}
 	if err := ctx.Validate(); err != nil {
-		return ctx, errors.New("Server: " + err.Error())
+		return ctx, &OptionError{Option: "Server", Value: ctx.Server, ConfigFile: path, Err: err}
 	}
 	return ctx, nil
 }
+
+// OptionError is a field of Options that is wrong. Option names it ("Context" or "Server"),
+// so that a program can name its own flag instead (the kiln CLI says --server).
+type OptionError struct {
+	Option string
+	// Value is what the field said; ConfigFile the configuration file read.
+	Value, ConfigFile string
+	// Err is what is wrong with a Server (nil for a Context not in the file).
+	Err error
+}
+
+func (e *OptionError) Error() string {
+	if e.Option == "Context" {
+		return fmt.Sprintf("context %q is not in the Kiln configuration %s: list them with `kiln config get-contexts`", e.Value, e.ConfigFile)
+	}
+	return e.Option + ": " + e.Err.Error()
+}
+
+// Unwrap returns what is wrong.
+func (e *OptionError) Unwrap() error { return e.Err }
 
 func (c *Client) ns(namespace string) string {
 	if namespace != "" {

@@ -30,8 +30,14 @@ type FieldViolation struct {
 
 func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
 
-// Unwrap returns the Connect error.
-func (e *Error) Unwrap() error { return e.err }
+// Unwrap returns the Connect error (nil for an error this package made itself, e.g. a
+// wait's timeout: a nil *connect.Error would pass for one).
+func (e *Error) Unwrap() error {
+	if e.err == nil {
+		return nil
+	}
+	return e.err
+}
 
 // Is matches the Err* value of e's code.
 func (e *Error) Is(target error) bool {

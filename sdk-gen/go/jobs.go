@@ -228,11 +228,17 @@ func (o *TrainOptions) spec(what string) (*kilnv1.TrainJobSpec, error) {
 	return spec, nil
 }
 
-// requestID is id, or a random one.
+// requestID is id, or a new one.
 func requestID(id string) string {
 	if id != "" {
 		return id
 	}
+	return NewRequestID()
+}
+
+// NewRequestID returns a random request id. A create request that carries one is safe to
+// retry: the server answers a retry with what the first attempt created.
+func NewRequestID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -409,62 +415,21 @@ func (c *Client) WaitForJobStatus(ctx context.Context, name string, statuses []S
 	for i, s := range statuses {
 		names[i] = string(s)
 	}
-	want := strings.Join(names, "/")
-	rv, seen := "", false
-	backoff := 100 * time.Millisecond
-	for {
-		job, done, err := c.watchOnce(ctx, ns, name, &rv, &seen, statuses, o.Callbacks)
-		if done {
-			return job, err
+	var job *TrainJob
+	_, err := c.WatchJob(ctx, ns, name, func(j *kilnv1.TrainJob) bool {
+		job = jobOf(j)
+		for _, cb := range o.Callbacks {
+			cb(job)
 		}
-		if ctx.Err() != nil {
-			return nil, &Error{Code: connect.CodeDeadlineExceeded, Message: fmt.Sprintf("TrainJob %s/%s did not reach %s in %s", ns, name, want, timeout)}
-		}
-		if connect.CodeOf(err) != connect.CodeUnavailable && connect.CodeOf(err) != connect.CodeUnknown && err != nil {
-			return nil, wrap(err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		return slices.Contains(statuses, job.Status) || job.Status == StatusFailed
+	})
+	switch {
+	case err != nil:
+		return nil, errorOfWait(err, ns, name, strings.Join(names, "/"), timeout, ctx.Err() != nil)
+	case !slices.Contains(statuses, job.Status):
+		return job, &JobFailedError{Job: job}
 	}
-}
-
-// watchOnce follows one watch stream; done says the wait is over (with job or err).
-func (c *Client) watchOnce(ctx context.Context, ns, name string, rv *string, seen *bool, statuses []Status, callbacks []func(*TrainJob)) (*TrainJob, bool, error) {
-	stream, err := c.Jobs.WatchTrainJobs(ctx, connect.NewRequest(&kilnv1.WatchTrainJobsRequest{Namespace: ns, Name: name, ResourceVersion: *rv}))
-	if err != nil {
-		return nil, false, err
-	}
-	defer func() { _ = stream.Close() }()
-	for stream.Receive() {
-		ev := stream.Msg()
-		if ev.GetResourceVersion() != "" {
-			*rv = ev.GetResourceVersion()
-		}
-		switch ev.GetType() {
-		case kilnv1.WatchEventType_WATCH_EVENT_TYPE_DELETED:
-			return nil, true, &Error{Code: connect.CodeNotFound, Message: fmt.Sprintf("TrainJob %s/%s was deleted while waiting for it", ns, name)}
-		case kilnv1.WatchEventType_WATCH_EVENT_TYPE_SYNCED:
-			if !*seen {
-				return nil, true, &Error{Code: connect.CodeNotFound, Message: fmt.Sprintf("TrainJob %q not found in namespace %s", name, ns)}
-			}
-		case kilnv1.WatchEventType_WATCH_EVENT_TYPE_ADDED, kilnv1.WatchEventType_WATCH_EVENT_TYPE_MODIFIED:
-			*seen = true
-			job := jobOf(ev.GetTrainJob())
-			for _, cb := range callbacks {
-				cb(job)
-			}
-			if slices.Contains(statuses, job.Status) {
-				return job, true, nil
-			}
-			if job.Status == StatusFailed {
-				return job, true, &JobFailedError{Job: job}
-			}
-		}
-	}
-	return nil, false, stream.Err()
+	return job, nil
 }
 
 // SuspendJob stops a job's pods and its deadline clock; a queued job leaves Kueue's queue

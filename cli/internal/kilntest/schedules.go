@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	"connectrpc.com/connect"
@@ -175,4 +176,20 @@ func (s *Server) ListCronTrainJobRuns(_ context.Context, req *connect.Request[ki
 		return strings.Compare(res.TrainJobs[i].GetName(), res.TrainJobs[k].GetName()) > 0
 	})
 	return connect.NewResponse(res), nil
+}
+
+// StartWithSchedules serves the schedules of the fixture: weekly-retrain (Sundays, with one
+// run), nightly (suspended, never run) in namespace team, and one schedule elsewhere.
+func StartWithSchedules(t *testing.T) *Server {
+	s := Start(t)
+	s.PutSchedule(Schedule("team", "weekly-retrain"))
+	nightly := Schedule("team", "nightly")
+	nightly.Spec.Schedule, nightly.Spec.TimeZone, nightly.Spec.Suspend, nightly.Status = "@daily", "", true, &kilnv1.CronTrainJobStatus{}
+	s.PutSchedule(nightly)
+	s.PutSchedule(Schedule("other", "elsewhere"))
+	run := Job("team", "weekly-retrain-29397720", kilnv1.State_STATE_RUNNING)
+	run.Labels = map[string]string{"kiln.dev/cron-train-job": "weekly-retrain"}
+	run.Annotations = map[string]string{"kiln.dev/scheduled-time": "2026-11-22T01:00:00Z"}
+	s.Put(run)
+	return s
 }

@@ -3,11 +3,13 @@
 package kilntest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
+	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
 )
 
 // Now is the fixed time of every test.
@@ -83,12 +86,11 @@ func (s *Server) Factory(tty bool) (*factory.Factory, *iostreams.IOStreams) {
 	io, _, _, _ := iostreams.Test()
 	io.SetTTY(tty)
 	f := &factory.Factory{IO: io, Clock: clocktesting.NewFakeClock(Now), ConfigPath: "/nonexistent/kiln.yaml"}
-	f.Clients = func() (*factory.Clients, error) {
-		ns := "team"
-		if f.Namespace != "" {
-			ns = f.Namespace
-		}
-		return factory.NewClients(http.DefaultClient, s.URL, ns), nil
+	f.Client = func() (*kiln.Client, error) {
+		// The CLI's own options, calling this server over plain HTTP/1.1.
+		opts := f.Options()
+		opts.Server, opts.HTTPClient, opts.Namespace = s.URL, http.DefaultClient, cmp.Or(f.Namespace, "team")
+		return kiln.New(opts)
 	}
 	return f, io
 }
@@ -213,7 +215,7 @@ func (s *Server) ListTrainJobs(_ context.Context, req *connect.Request[kilnv1.Li
 	s.mu.Lock()
 	var all []*kilnv1.TrainJob
 	for _, j := range s.jobs {
-		if (m.GetAllNamespaces() || j.GetNamespace() == m.GetNamespace()) && (len(m.GetStates()) == 0 || contains(m.GetStates(), j.GetStatus().GetState())) {
+		if (m.GetAllNamespaces() || j.GetNamespace() == m.GetNamespace()) && (len(m.GetStates()) == 0 || slices.Contains(m.GetStates(), j.GetStatus().GetState())) {
 			all = append(all, j)
 		}
 	}
@@ -234,15 +236,6 @@ func (s *Server) ListTrainJobs(_ context.Context, req *connect.Request[kilnv1.Li
 		res.TrainJobs = append(res.TrainJobs, j)
 	}
 	return connect.NewResponse(res), nil
-}
-
-func contains(states []kilnv1.State, s kilnv1.State) bool {
-	for _, x := range states {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // WatchTrainJobs implements kilnv1connect.TrainJobServiceHandler: the current state, then

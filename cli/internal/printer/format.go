@@ -16,9 +16,9 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
 )
 
-// JSON writes m as indented JSON with the API's field names (proto names, snake_case) and
-// enum names; the same bytes every time, so output can be diffed and parsed.
-func JSON(w io.Writer, m proto.Message) error {
+// writeJSON writes m as indented JSON with the API's field names (proto names, snake_case)
+// and enum names; the same bytes every time, so output can be diffed and parsed.
+func writeJSON(w io.Writer, m proto.Message) error {
 	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return err
@@ -33,8 +33,8 @@ func JSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-// YAML writes m as YAML with the same names as JSON.
-func YAML(w io.Writer, m proto.Message) error {
+// writeYAML writes m as YAML with the same names as JSON.
+func writeYAML(w io.Writer, m proto.Message) error {
 	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return err

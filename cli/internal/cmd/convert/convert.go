@@ -7,13 +7,13 @@ package convert
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
 // Options are what `kiln convert` was asked.
@@ -61,7 +61,7 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("reading the manifests: %w", err)
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -79,20 +79,6 @@ func run(ctx context.Context, o *Options) error {
 		fmt.Fprintf(out, "# %s %s, converted from %s\n", m.GetKind(), m.GetName(), m.GetSource())
 		fmt.Fprint(out, m.GetManifest())
 	}
-	PrintWarnings(errOut, res.Msg.GetWarnings(), o.Quiet)
+	printer.ConversionWarnings(errOut, res.Msg.GetWarnings(), o.Quiet)
 	return nil
-}
-
-// PrintWarnings prints a conversion's warnings, and its notes unless quiet, one a line.
-func PrintWarnings(w io.Writer, ws []*kilnv1.ConversionWarning, quiet bool) {
-	for _, x := range ws {
-		kind := "warning"
-		if x.GetNote() {
-			if quiet {
-				continue
-			}
-			kind = "note"
-		}
-		fmt.Fprintf(w, "%s: %s %s: %s\n", kind, x.GetSource(), x.GetField(), x.GetMessage())
-	}
 }

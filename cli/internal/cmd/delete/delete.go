@@ -37,7 +37,7 @@ func NewCmdDelete(f *factory.Factory, runF func(context.Context, *Options) error
 }
 
 func run(ctx context.Context, o *Options) error {
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}

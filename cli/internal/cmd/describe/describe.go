@@ -4,6 +4,7 @@
 package describe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -45,7 +46,7 @@ func NewCmdDescribe(f *factory.Factory, runF func(context.Context, *Options) err
 }
 
 func run(ctx context.Context, o *Options) error {
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		kind = "TrainingRuntime"
 	}
 	field("Runtime", fmt.Sprintf("%s (%s)", sp.GetRuntime(), kind))
-	field("Image", orDefault(sp.GetImage(), "the runtime's"))
+	field("Image", cmp.Or(sp.GetImage(), "the runtime's"))
 	field("Command", strings.Join(append(slices.Clone(sp.GetCommand()), sp.GetArgs()...), " "))
 	nodes := "the runtime's"
 	if sp.GetNodes() > 0 {
@@ -124,7 +125,7 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 	field("State", state)
 	field("Message", st.GetMessage())
 	if q := st.GetQueue(); q != nil || sp.GetQueue() != "" {
-		queue := orDefault(q.GetLocalQueue(), sp.GetQueue())
+		queue := cmp.Or(q.GetLocalQueue(), sp.GetQueue())
 		if q.GetClusterQueue() != "" {
 			queue += " (ClusterQueue " + q.GetClusterQueue() + ")"
 		}
@@ -179,7 +180,7 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 			if i > 0 {
 				after = "+" + printer.Duration(m.at.Sub(tl[i-1].at))
 			}
-			t.Row(printer.Age(now, m.at)+" ago", m.what, after, orDefault(m.detail, "-"))
+			t.Row(printer.Age(now, m.at)+" ago", m.what, after, cmp.Or(m.detail, "-"))
 		}
 		_ = t.Render(indent{&b})
 	}
@@ -195,7 +196,7 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 			if s.ExitCode != nil && s.GetExitCode() != 0 {
 				reason = strings.TrimSpace(fmt.Sprintf("%s exit %d", reason, s.GetExitCode()))
 			}
-			t.Row(s.GetName(), s.GetPhase(), orDefault(s.GetNode(), "-"), devices(s.GetDevices()), fmt.Sprint(s.GetRestarts()), started, orDefault(reason, "-"))
+			t.Row(s.GetName(), s.GetPhase(), cmp.Or(s.GetNode(), "-"), devices(s.GetDevices()), fmt.Sprint(s.GetRestarts()), started, cmp.Or(reason, "-"))
 		}
 		_ = t.Render(indent{&b})
 	}
@@ -254,11 +255,4 @@ func devices(ds []*kilnv1.Device) string {
 		return "-"
 	}
 	return strings.Join(out, " ")
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

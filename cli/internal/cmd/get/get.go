@@ -40,33 +40,33 @@ timers, steps, conditions) with the API's field names; -o manifest prints the Ku
 			return run(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "wide, json, yaml or manifest")
+	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd
 }
 
+// outputs are what -o takes.
+var outputs = printer.Formats{printer.FormatWide, printer.FormatJSON, printer.FormatYAML, printer.FormatManifest}
+
 func run(ctx context.Context, o *Options) error {
-	switch o.Output {
-	case "", "wide", "json", "yaml", "manifest":
-	default:
-		return factory.Usagef("--output %q: want wide, json, yaml or manifest", o.Output)
-	}
-	c, err := o.Factory.Clients()
+	format, err := outputs.Parse(o.Output)
 	if err != nil {
 		return err
 	}
-	res, err := c.Jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: c.Namespace, Name: o.Name, IncludeManifest: o.Output == "manifest"}))
+	c, err := o.Factory.Client()
+	if err != nil {
+		return err
+	}
+	res, err := c.Jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: c.Namespace, Name: o.Name, IncludeManifest: format == printer.FormatManifest}))
 	if err != nil {
 		return err
 	}
 	io, j := o.Factory.IO, res.Msg.GetTrainJob()
-	switch o.Output {
-	case "json":
-		return printer.JSON(io.Out, j)
-	case "yaml":
-		return printer.YAML(io.Out, j)
-	case "manifest":
+	if ok, err := format.Print(io.Out, j); ok {
+		return err
+	}
+	if format == printer.FormatManifest {
 		_, err := fmt.Fprint(io.Out, res.Msg.GetManifest())
 		return err
 	}
-	return printer.JobTable(io, o.Factory.Clock.Now(), []*kilnv1.TrainJob{j}, false, o.Output == "wide").Render(io.Out)
+	return printer.JobTable(io, o.Factory.Clock.Now(), []*kilnv1.TrainJob{j}, false, format == printer.FormatWide).Render(io.Out)
 }

@@ -52,13 +52,17 @@ API's field names.`,
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list the jobs of every namespace you may list")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector, e.g. team=nlp,stage!=dev")
 	cmd.Flags().StringSliceVar(&o.States, "state", nil, "only jobs in these states: Queued, Suspended, Running, Complete, Failed")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "wide, json or yaml")
+	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd
 }
 
+// outputs are what -o takes.
+var outputs = printer.Formats{printer.FormatWide, printer.FormatJSON, printer.FormatYAML}
+
 func run(ctx context.Context, o *Options) error {
-	if o.Output != "" && o.Output != "wide" && o.Output != "json" && o.Output != "yaml" {
-		return factory.Usagef("--output %q: want wide, json or yaml", o.Output)
+	format, err := outputs.Parse(o.Output)
+	if err != nil {
+		return err
 	}
 	var states []kilnv1.State
 	for _, s := range o.States {
@@ -68,7 +72,7 @@ func run(ctx context.Context, o *Options) error {
 		}
 		states = append(states, st)
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -90,11 +94,8 @@ func run(ctx context.Context, o *Options) error {
 		}
 	}
 	io := o.Factory.IO
-	switch o.Output {
-	case "json":
-		return printer.JSON(io.Out, all)
-	case "yaml":
-		return printer.YAML(io.Out, all)
+	if ok, err := format.Print(io.Out, all); ok {
+		return err
 	}
 	if len(all.TrainJobs) == 0 {
 		if io.IsTTY() {
@@ -106,5 +107,5 @@ func run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	}
-	return printer.JobTable(io, o.Factory.Clock.Now(), all.TrainJobs, o.AllNamespaces, o.Output == "wide").Render(io.Out)
+	return printer.JobTable(io, o.Factory.Clock.Now(), all.TrainJobs, o.AllNamespaces, format == printer.FormatWide).Render(io.Out)
 }

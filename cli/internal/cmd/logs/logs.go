@@ -63,7 +63,7 @@ func run(ctx context.Context, o *Options) error {
 	if o.Since < 0 || (o.Since > 0 && o.Since < time.Second) {
 		return factory.Usagef("--since %s: want at least 1s", o.Since)
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}

@@ -43,15 +43,19 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 		},
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "every namespace you may list")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json or yaml")
+	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd
 }
 
+// outputs are what -o takes.
+var outputs = printer.Formats{printer.FormatJSON, printer.FormatYAML}
+
 func run(ctx context.Context, o *Options) error {
-	if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
-		return factory.Usagef("--output %q: want json or yaml", o.Output)
+	format, err := outputs.Parse(o.Output)
+	if err != nil {
+		return err
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -64,11 +68,8 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	io := o.Factory.IO
-	switch o.Output {
-	case "json":
-		return printer.JSON(io.Out, res.Msg)
-	case "yaml":
-		return printer.YAML(io.Out, res.Msg)
+	if ok, err := format.Print(io.Out, res.Msg); ok {
+		return err
 	}
 	header := []string{"NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED", "QUOTA (USED/NOMINAL)"}
 	if o.AllNamespaces {

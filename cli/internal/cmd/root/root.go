@@ -63,7 +63,7 @@ Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait)
 	for _, c := range []*cobra.Command{
 		submit.NewCmdSubmit(f, nil), list.NewCmdList(f, nil), get.NewCmdGet(f, nil), describe.NewCmdDescribe(f, nil),
 		logs.NewCmdLogs(f, nil), wait.NewCmdWait(f, nil), suspend.NewCmdSuspend(f, nil), suspend.NewCmdResume(f, nil),
-		deletecmd.NewCmdDelete(f, nil), schedule.NewCmdSchedule(f, nil), convert.NewCmdConvert(f, nil),
+		deletecmd.NewCmdDelete(f, nil), schedule.NewCmdSchedule(f), convert.NewCmdConvert(f, nil),
 	} {
 		c.GroupID = "jobs"
 		cmd.AddCommand(c)

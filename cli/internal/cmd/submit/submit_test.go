@@ -2,7 +2,6 @@ package submit
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
+	"github.com/kiln-ml/kiln/cli/internal/jobflags"
 	"github.com/kiln-ml/kiln/cli/internal/kilntest"
 )
 
@@ -25,9 +25,9 @@ func parse(t *testing.T, args ...string) (*kilnv1.CreateTrainJobRequest, error) 
 	io, _, _, _ := iostreams.Test()
 	var req *kilnv1.CreateTrainJobRequest
 	cmd := NewCmdSubmit(&factory.Factory{IO: io}, func(_ context.Context, o *Options) error {
-		o.RequestID = "fixed"
+		o.Job.RequestID = "fixed"
 		var err error
-		req, err = o.request()
+		req, err = o.Job.Request(o.Factory)
 		return err
 	})
 	cmd.SetArgs(args)
@@ -116,7 +116,7 @@ func TestSubmitManifestOverrides(t *testing.T) {
 func TestSubmit(t *testing.T) {
 	s := kilntest.Start(t)
 	f, io := s.Factory(false)
-	o := &Options{Factory: f, Runtime: "torch-distributed", Name: "mnist", Command: []string{"python", "train.py"}}
+	o := &Options{Factory: f, Job: jobflags.Job{Runtime: "torch-distributed", Name: "mnist", Command: []string{"python", "train.py"}}}
 	if err := run(t.Context(), o); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestSubmit(t *testing.T) {
 	}
 
 	f, io = s.Factory(false)
-	if err := run(t.Context(), &Options{Factory: f, Runtime: "torch-distributed", Name: "dry", DryRun: true}); err != nil {
+	if err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{Runtime: "torch-distributed", Name: "dry", DryRun: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := io.Out.(interface{ String() string }).String(); !strings.HasPrefix(got, "apiVersion: trainer.kubeflow.org/v1alpha1") || s.Job("team", "dry") != nil {
@@ -143,11 +143,14 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 	for name, tc := range map[string]struct {
 		final    kilnv1.State
 		timeout  time.Duration
+		deleted  bool
 		wantCode int
+		wantErr  string
 	}{
 		"complete":  {final: kilnv1.State_STATE_COMPLETE, wantCode: factory.ExitOK},
 		"failed":    {final: kilnv1.State_STATE_FAILED, wantCode: factory.ExitFailed},
 		"timed out": {timeout: 300 * time.Millisecond, wantCode: factory.ExitTimeout},
+		"deleted":   {deleted: true, wantCode: factory.ExitError, wantErr: "the job was deleted"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := kilntest.Start(t)
@@ -159,6 +162,12 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 				if s.WaitForWatches(t.Context(), 1) != nil {
 					return
 				}
+				if tc.deleted {
+					f, _ := s.Factory(false)
+					c, _ := f.Client()
+					_ = c.DeleteJob(t.Context(), "team", "w")
+					return
+				}
 				if tc.final == kilnv1.State_STATE_UNSPECIFIED {
 					clk.Step(tc.timeout)
 					return
@@ -167,9 +176,12 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 				j.Status.Reason, j.Status.Message = "DeadlineExceeded", "TrainJob exceeded its active deadline"
 				s.Put(j)
 			}()
-			err := run(t.Context(), &Options{Factory: f, Runtime: "torch-distributed", Name: "w", Wait: true, Timeout: orDefault(tc.timeout, 10*time.Second)})
+			err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{Runtime: "torch-distributed", Name: "w", Wait: true, Timeout: orDefault(tc.timeout, 10*time.Second)}})
 			if got := factory.ExitCode(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d; stderr %q", got, err, tc.wantCode, io.ErrOut.(interface{ String() string }).String())
+			}
+			if tc.wantErr != "" && factory.Message(err, s.URL) != tc.wantErr {
+				t.Errorf("message %q, want %q", factory.Message(err, s.URL), tc.wantErr)
 			}
 			if tc.final == kilnv1.State_STATE_FAILED && !strings.Contains(io.ErrOut.(interface{ String() string }).String(), "w Failed (DeadlineExceeded): TrainJob exceeded its active deadline") {
 				t.Errorf("a failure names its reason: %q", io.ErrOut.(interface{ String() string }).String())
@@ -183,14 +195,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-func TestParseDuration(t *testing.T) {
-	for in, want := range map[string]time.Duration{"90": 90 * time.Second, "45m": 45 * time.Minute, "2d": 48 * time.Hour, "1d12h": 36 * time.Hour, "8h": 8 * time.Hour} {
-		if got, err := ParseDuration(in); err != nil || got != want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
 }
 
 func TestSubmitDurationBounds(t *testing.T) {
@@ -246,18 +250,6 @@ func TestSubmitDurationBounds(t *testing.T) {
 	}
 }
 
-func TestParseDurationOutOfRange(t *testing.T) {
-	for in, wantTooLong := range map[string]bool{
-		"9223372037": true, "99999999999999999999": true, "106752d": true, "2562048h": true, "106751d24h": true,
-		"-9223372037": false, "-106752d": false, "-2562048h": false, "8x": false, "1d8x": false,
-	} {
-		_, err := ParseDuration(in)
-		if err == nil || errors.Is(err, errTooLong) != wantTooLong {
-			t.Errorf("ParseDuration(%q) = %v; want an error, too long: %v", in, err, wantTooLong)
-		}
-	}
-}
-
 func i64(v int64) *int64 { return &v }
 func i32(v int32) *int32 { return &v }
 
@@ -267,9 +259,9 @@ func parseSchedule(t *testing.T, args ...string) (*kilnv1.CreateCronTrainJobRequ
 	io, _, _, _ := iostreams.Test()
 	var req *kilnv1.CreateCronTrainJobRequest
 	cmd := NewCmdSubmit(&factory.Factory{IO: io}, func(_ context.Context, o *Options) error {
-		o.RequestID = "fixed"
+		o.Job.RequestID = "fixed"
 		var err error
-		req, err = o.scheduleRequest()
+		req, err = o.Schedule.Request(&o.Job, o.Factory)
 		return err
 	})
 	cmd.SetArgs(args)
@@ -336,7 +328,7 @@ func TestSubmitConvert(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, io := s.Factory(false)
-	if err := run(t.Context(), &Options{Factory: f, File: src, Convert: true, Queue: "default"}); err != nil {
+	if err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{File: src, Convert: true, Queue: "default"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Converted[0].GetManifests(); !strings.Contains(got, "kind: PyTorchJob") {
@@ -354,10 +346,10 @@ func TestSubmitConvert(t *testing.T) {
 
 	s.ConvertAnswer.Manifests = append(s.ConvertAnswer.Manifests, &kilnv1.ConvertedManifest{Kind: "TrainJob", Name: "other"})
 	f, _ = s.Factory(false)
-	if err := run(t.Context(), &Options{Factory: f, File: src, Convert: true}); factory.ExitCode(err) != 2 || !strings.Contains(err.Error(), "kiln convert -f") {
+	if err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{File: src, Convert: true}}); factory.ExitCode(err) != 2 || !strings.Contains(err.Error(), "kiln convert -f") {
 		t.Errorf("two documents: %v, want a usage error pointing at kiln convert", err)
 	}
-	if err := run(t.Context(), &Options{Factory: f, Convert: true}); factory.ExitCode(err) != 2 {
+	if err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{Convert: true}}); factory.ExitCode(err) != 2 {
 		t.Errorf("--convert without -f: %v", err)
 	}
 }

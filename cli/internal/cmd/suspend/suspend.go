@@ -56,7 +56,7 @@ func newCmd(f *factory.Factory, runF func(context.Context, *Options) error, susp
 // run makes the request and says so: "trainjob NS/NAME suspended" (or resumed) on standard
 // output and, on a terminal, the job's summary on standard error.
 func run(ctx context.Context, o *Options) error {
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}

@@ -38,23 +38,27 @@ func NewCmdVersion(f *factory.Factory, runF func(context.Context, *Options) erro
 		},
 	}
 	cmd.Flags().BoolVar(&o.Client, "client", false, "only the client's version (no server needed)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json")
+	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd
 }
 
+// outputs are what -o takes.
+var outputs = printer.Formats{printer.FormatJSON}
+
 func run(ctx context.Context, o *Options) error {
-	if o.Output != "" && o.Output != "json" {
-		return factory.Usagef("--output %q: want json", o.Output)
+	format, err := outputs.Parse(o.Output)
+	if err != nil {
+		return err
 	}
 	io := o.Factory.IO
 	if o.Client {
-		if o.Output == "json" {
+		if format == printer.FormatJSON {
 			return writeJSON(io.Out, nil)
 		}
 		_, err := fmt.Fprintf(io.Out, "Client: %s\n", factory.Version)
 		return err
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	info := res.Msg
-	if o.Output == "json" {
+	if format == printer.FormatJSON {
 		return writeJSON(io.Out, info)
 	}
 	kueue := "not installed"
@@ -81,7 +85,7 @@ func writeJSON(w io.Writer, info *kilnv1.GetServerInfoResponse) error {
 	out := map[string]any{"client": factory.Version}
 	if info != nil {
 		var b bytes.Buffer
-		if err := printer.JSON(&b, info); err != nil {
+		if _, err := printer.FormatJSON.Print(&b, info); err != nil {
 			return err
 		}
 		out["server"] = json.RawMessage(b.Bytes())

@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
+	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
 )
 
 // Options are what `kiln wait` was asked.
@@ -57,7 +58,7 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return factory.Usagef("--for: %v", err)
 	}
-	c, err := o.Factory.Clients()
+	c, err := o.Factory.Client()
 	if err != nil {
 		return err
 	}
@@ -65,14 +66,16 @@ func run(ctx context.Context, o *Options) error {
 	defer cancel()
 	io := o.Factory.IO
 	progress := &jobs.Progress{IO: io, Now: o.Factory.Clock.Now}
-	j, err := jobs.Wait(ctx, c.Jobs, c.Namespace, o.Name, func(j *kilnv1.TrainJob) bool {
+	j, err := c.WatchJob(ctx, c.Namespace, o.Name, func(j *kilnv1.TrainJob) bool {
+		progress.Show(j)
 		return j.GetStatus().GetState() == want || jobs.Finished(j)
-	}, progress.Show)
+	})
 	progress.Done()
+	var gone *kiln.JobGoneError
 	switch {
 	case factory.TimedOut(ctx, err) || errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded:
 		return &factory.ExitErr{Code: factory.ExitTimeout, Err: fmt.Errorf("timed out after %s waiting for %s to be %s", o.Timeout, o.Name, printer.StateName(want))}
-	case errors.Is(err, jobs.ErrDeleted):
+	case errors.As(err, &gone) && gone.Deleted:
 		return fmt.Errorf("trainjob %s/%s was deleted before it was %s", c.Namespace, o.Name, printer.StateName(want))
 	case err != nil:
 		return err

@@ -44,7 +44,7 @@ func TestWaitExitCodes(t *testing.T) {
 				switch {
 				case tc.deleted:
 					f, _ := s.Factory(false)
-					c, _ := f.Clients()
+					c, _ := f.Client()
 					_, _ = c.Jobs.DeleteTrainJob(t.Context(), connectReq("team", "j"))
 				case tc.becomes != kilnv1.State_STATE_UNSPECIFIED:
 					s.Put(kilntest.Job("team", "j", tc.becomes))
@@ -64,5 +64,18 @@ func TestWaitExitCodes(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A job that is not there is one line, as the API server words a missing job.
+func TestWaitForAMissingJob(t *testing.T) {
+	s := kilntest.Start(t)
+	f, _ := s.Factory(false)
+	err := run(t.Context(), &Options{Factory: f, Name: "missing", For: "Complete"})
+	if got := factory.ExitCode(err); got != factory.ExitError {
+		t.Errorf("exit code %d (%v), want %d", got, err, factory.ExitError)
+	}
+	if msg := factory.Message(err, s.URL); msg != "TrainJob team/missing not found" {
+		t.Errorf("message %q", msg)
 	}
 }
