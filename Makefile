@@ -24,8 +24,9 @@ KUBE_VERSION_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/clien
 	-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=$(KUBE_MAJOR) -X $(pkg).gitMinor=$(KUBE_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=1970-01-01T00:00:00Z)
 
-# Kiln's own version, stamped into its binaries.
+# Kiln's own version, stamped into every binary through one variable (api/version).
 KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION_LDFLAGS := -X github.com/kiln-ml/kiln/api/version.Version=$(KILN_VERSION)
 
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue)
@@ -113,14 +114,14 @@ $(PLATFORM): $(call go_sources,e2e build/images api runtimes) $(wildcard runtime
 	go build -o $@ ./e2e/cmd/kiln-platform
 
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
-	go build -ldflags "-X main.version=$(KILN_VERSION)" -o $@ ./operator/cmd/kiln-operator
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./operator/cmd/kiln-operator
 
 $(APISERVER): $(call go_sources,apiserver api) go.work
-	go build -ldflags "-X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $@ ./apiserver/cmd/kiln-apiserver
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./apiserver/cmd/kiln-apiserver
 
 # The CLI, also installed as the kubectl plugin `kubectl kiln`.
 $(KILN): $(call go_sources,cli sdk-gen/go api) go.work
-	go build -ldflags "-X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $@ ./cli/cmd/kiln
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./cli/cmd/kiln
 	ln -sf kiln $(BIN)/kubectl-kiln
 
 ##@ Images
@@ -137,9 +138,9 @@ images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln
 	for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
 		os=$${p%%/*}; arch=$${p#*/}; dir=$(IMAGES_BUILD)/$${os}_$${arch}; mkdir -p $$dir; \
 		build="env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath"; \
-		$$build -ldflags "-s -w -X main.version=$(KILN_VERSION)" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
-		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/apiserver/internal/service.Version=$(KILN_VERSION)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
-		$$build -ldflags "-s -w -X github.com/kiln-ml/kiln/cli/internal/factory.Version=$(KILN_VERSION)" -o $$dir/kiln ./cli/cmd/kiln; \
+		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
+		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
+		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln ./cli/cmd/kiln; \
 		$$build -ldflags "-s -w" -o $$dir/kiln-pause ./build/cmd/kiln-pause; \
 	done
 	go run ./build/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms $(IMAGE_PLATFORMS) \

@@ -27,10 +27,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kiln-ml/kiln/api/telemetry"
+	"github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/server"
-	"github.com/kiln-ml/kiln/apiserver/internal/service"
 )
 
 type options struct {
@@ -82,7 +82,7 @@ func main() {
 	flag.BoolVar(&o.version, "version", false, "print the version and exit")
 	flag.Parse()
 	if o.version {
-		fmt.Println(service.Version)
+		fmt.Println(version.Version)
 		return
 	}
 	var level slog.Level
@@ -112,7 +112,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if (o.tlsListen != "") != (o.tlsCert != "" && o.tlsKey != "") {
 		return errors.New("--tls-listen-address needs --tls-cert-file and --tls-key-file, and they need it")
 	}
-	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-apiserver", service.Version, telemetry.Options{Metrics: true})
+	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-apiserver", version.Version, telemetry.Options{Metrics: true})
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return fmt.Errorf("loading the server's kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	cfg.UserAgent = "kiln-apiserver/" + service.Version
+	cfg.UserAgent = "kiln-apiserver/" + version.Version
 	k, err := kube.NewClients(cfg, kube.Options{AuthzCacheTTL: o.authzTTL, RequireKueue: o.kueue == "required", Log: log})
 	if err != nil {
 		return err

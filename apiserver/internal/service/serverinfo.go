@@ -7,12 +7,10 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
+	"github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 )
-
-// Version is the server's version, set at build time (-ldflags -X).
-var Version = "dev"
 
 // ServerInfo implements kilnv1connect.ServerServiceHandler.
 type ServerInfo struct {
@@ -26,7 +24,7 @@ func NewServerInfo(k *kube.Clients) *ServerInfo { return &ServerInfo{kube: k} }
 
 // GetServerInfo implements kilnv1connect.ServerServiceHandler.
 func (s *ServerInfo) GetServerInfo(ctx context.Context, _ *connect.Request[kilnv1.GetServerInfoRequest]) (*connect.Response[kilnv1.GetServerInfoResponse], error) {
-	res := &kilnv1.GetServerInfoResponse{Version: Version, KubernetesVersion: s.kube.KubernetesVersion, Kueue: s.kube.Kueue()}
+	res := &kilnv1.GetServerInfoResponse{Version: version.Version, KubernetesVersion: s.kube.KubernetesVersion, Kueue: s.kube.Kueue()}
 	if id := auth.FromContext(ctx); id != nil {
 		res.User, res.Groups = id.User, id.Groups
 	}

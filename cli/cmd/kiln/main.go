@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kiln-ml/kiln/api/telemetry"
+	"github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/root"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
@@ -58,7 +59,7 @@ func asSilent(err error, ee **factory.ExitErr) bool {
 // it submits, join that trace. A TRACEPARENT variable (a W3C traceparent, as OpenTelemetry's
 // environment carriers) makes the command part of its caller's trace, e.g. a pipeline's.
 func traced(ctx context.Context, run func(context.Context) (string, error)) error {
-	shutdown, err := telemetry.Setup(ctx, "kiln-cli", factory.Version, telemetry.Options{})
+	shutdown, err := telemetry.Setup(ctx, "kiln-cli", version.Version, telemetry.Options{})
 	if err != nil {
 		return err
 	}

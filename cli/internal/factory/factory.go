@@ -17,9 +17,6 @@ import (
 	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
 )
 
-// Version is the CLI's version, set at build time (-ldflags -X).
-var Version = "dev"
-
 // Factory is shared by the commands.
 type Factory struct {
 	IO *iostreams.IOStreams

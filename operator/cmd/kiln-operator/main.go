@@ -30,14 +30,12 @@ import (
 	"github.com/kiln-ml/kiln/api/kueue"
 	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/api/version"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
-
-// version is Kiln's version (set at build time), for the traces' resource.
-var version = "dev"
 
 type options struct {
 	metricsAddr, probeAddr  string
@@ -124,7 +122,7 @@ func main() {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces variant) is set.
-	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-operator", version, telemetry.Options{})
+	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-operator", version.Version, telemetry.Options{})
 	if err != nil {
 		ctrl.Log.Error(err, "Setting up OpenTelemetry")
 		os.Exit(1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	kilnversion "github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/completion"
 	configcmd "github.com/kiln-ml/kiln/cli/internal/cmd/config"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/convert"
@@ -41,7 +42,7 @@ KILN_NAMESPACE, KILN_CA_FILE and KILN_CONTEXT, and by the global flags.
 Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait), 4 timed out.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       factory.Version,
+		Version:       kilnversion.Version,
 	}
 	if name == "kubectl-kiln" {
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl kiln"}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	kilnversion "github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
@@ -55,7 +56,7 @@ func run(ctx context.Context, o *Options) error {
 		if format == printer.FormatJSON {
 			return writeJSON(io.Out, nil)
 		}
-		_, err := fmt.Fprintf(io.Out, "Client: %s\n", factory.Version)
+		_, err := fmt.Fprintf(io.Out, "Client: %s\n", kilnversion.Version)
 		return err
 	}
 	c, err := o.Factory.Client()
@@ -75,14 +76,14 @@ func run(ctx context.Context, o *Options) error {
 		kueue = "installed"
 	}
 	_, err = fmt.Fprintf(io.Out, "Client:     %s\nServer:     %s (%s)\nKubernetes: %s\nKueue:      %s\nYou are:    %s\n",
-		factory.Version, info.GetVersion(), c.ServerURL, info.GetKubernetesVersion(), kueue, info.GetUser())
+		kilnversion.Version, info.GetVersion(), c.ServerURL, info.GetKubernetesVersion(), kueue, info.GetUser())
 	return err
 }
 
 // writeJSON prints {"client": VERSION, "server": GetServerInfoResponse} (server omitted
 // when nil), with the API's field names.
 func writeJSON(w io.Writer, info *kilnv1.GetServerInfoResponse) error {
-	out := map[string]any{"client": factory.Version}
+	out := map[string]any{"client": kilnversion.Version}
 	if info != nil {
 		var b bytes.Buffer
 		if _, err := printer.FormatJSON.Print(&b, info); err != nil {
