@@ -16,6 +16,8 @@ import (
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
 )
 
 // The API server's identity and the demo user `make up` creates.
@@ -63,20 +65,20 @@ func (c Config) KilnAPIURL() string { return fmt.Sprintf("https://127.0.0.1:%d",
 
 // apiServerUp installs the API server's RBAC, starts it as its ServiceAccount, and gives
 // the demo user a namespace to train in and a client configuration.
-func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
+func (p *Platform) apiServerUp(ctx context.Context, cs *cluster.Clients) error {
 	rbac, err := APIServerRBAC(p.Root)
 	if err != nil {
 		return err
 	}
 	rbac = append(rbac,
-		object("v1", "Namespace", "", APIServerNamespace, nil),
-		object("v1", "ServiceAccount", APIServerNamespace, APIServerServiceAccount, nil),
+		manifests.Object("v1", "Namespace", "", APIServerNamespace, nil),
+		manifests.Object("v1", "ServiceAccount", APIServerNamespace, APIServerServiceAccount, nil),
 		Binding("ClusterRoleBinding", "", APIServerServiceAccount, "kiln-apiserver", APIServerNamespace, APIServerServiceAccount),
 	)
-	if err := cs.apply(ctx, rbac...); err != nil {
+	if err := cs.Apply(ctx, rbac...); err != nil {
 		return fmt.Errorf("installing the API server's RBAC: %w", err)
 	}
-	kc, err := kubernetes.NewForConfig(cs.config)
+	kc, err := kubernetes.NewForConfig(cs.Config)
 	if err != nil {
 		return err
 	}
@@ -87,7 +89,7 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 	if err := p.writeAPIServerKubeconfig(cs, serverToken); err != nil {
 		return err
 	}
-	if err := p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort)); err != nil {
+	if err := p.APIServerProcess().StartReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort), p.ComponentTimeout, p.Out); err != nil {
 		return err
 	}
 	if err := p.demoUser(ctx, cs); err != nil {
@@ -101,15 +103,15 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *clientSet) error {
 // demoUser creates the demo user (a ServiceAccount allowed to train in DemoNamespace and to
 // see the cluster's runtimes and queues) and writes its client configuration for the API
 // server at KilnAPIURL.
-func (p *Platform) demoUser(ctx context.Context, cs *clientSet) error {
-	if err := cs.apply(ctx,
-		object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
+func (p *Platform) demoUser(ctx context.Context, cs *cluster.Clients) error {
+	if err := cs.Apply(ctx,
+		manifests.Object("v1", "ServiceAccount", DemoNamespace, DemoUser, nil),
 		Binding("RoleBinding", DemoNamespace, DemoUser, "kiln-user", DemoNamespace, DemoUser),
 		Binding("ClusterRoleBinding", "", DemoUser+"-cluster-viewer", "kiln-cluster-viewer", DemoNamespace, DemoUser),
 	); err != nil {
 		return fmt.Errorf("creating the demo user: %w", err)
 	}
-	kc, err := kubernetes.NewForConfig(cs.config)
+	kc, err := kubernetes.NewForConfig(cs.Config)
 	if err != nil {
 		return err
 	}
@@ -155,9 +157,9 @@ func ServiceAccountToken(ctx context.Context, kc kubernetes.Interface, namespace
 
 // writeAPIServerKubeconfig writes a kubeconfig that reaches the cluster as the API
 // server's ServiceAccount.
-func (p *Platform) writeAPIServerKubeconfig(cs *clientSet, token string) error {
+func (p *Platform) writeAPIServerKubeconfig(cs *cluster.Clients, token string) error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kiln"] = &clientcmdapi.Cluster{Server: cs.config.Host, CertificateAuthorityData: cs.config.CAData}
+	kc.Clusters["kiln"] = &clientcmdapi.Cluster{Server: cs.Config.Host, CertificateAuthorityData: cs.Config.CAData}
 	kc.AuthInfos[APIServerServiceAccount] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["kiln"] = &clientcmdapi.Context{Cluster: "kiln", AuthInfo: APIServerServiceAccount}
 	kc.CurrentContext = "kiln"
@@ -170,22 +172,10 @@ func (p *Platform) writeAPIServerKubeconfig(cs *clientSet, token string) error {
 	return nil
 }
 
-func object(apiVersion, kind, namespace, name string, extra map[string]any) *unstructured.Unstructured {
-	md := map[string]any{"name": name}
-	if namespace != "" {
-		md["namespace"] = namespace
-	}
-	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}
-	for k, v := range extra {
-		obj[k] = v
-	}
-	return &unstructured.Unstructured{Object: obj}
-}
-
 // Binding binds a ClusterRole to a ServiceAccount: a ClusterRoleBinding (namespace empty)
 // or a RoleBinding in namespace.
 func Binding(kind, namespace, name, clusterRole, saNamespace, sa string) *unstructured.Unstructured {
-	return object("rbac.authorization.k8s.io/v1", kind, namespace, name, map[string]any{
+	return manifests.Object("rbac.authorization.k8s.io/v1", kind, namespace, name, map[string]any{
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": clusterRole},
 		"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": saNamespace, "name": sa}},
 	})

@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/process"
 )
+
+// Process is a local component the platform starts and stops by its PID file.
+type Process = process.Process
 
 // Components are the platform's processes that a crash can take down while jobs run:
 // Kiln's operator and API server, JobSet and Kueue (processes install only).
@@ -21,9 +26,9 @@ func (p *Platform) ComponentProcess(name string) (Process, error) {
 	case "kiln-apiserver":
 		return p.APIServerProcess(), nil
 	}
-	for _, a := range p.addons() {
-		if a.name == name {
-			return a.process, nil
+	for _, proc := range p.addons().Processes() {
+		if proc.Name == name {
+			return proc, nil
 		}
 	}
 	return Process{}, fmt.Errorf("no component %q: choose from %v", name, Components)
@@ -56,9 +61,9 @@ func (p *Platform) Restart(ctx context.Context, name string) error {
 	case "kiln-operator":
 		return p.StartOperator(ctx)
 	case "kiln-apiserver":
-		return p.startReady(ctx, p.APIServerProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort))
+		return p.APIServerProcess().StartReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort), p.ComponentTimeout, p.Out)
 	case "jobset", "kueue":
-		return p.startAddons(ctx, p.addons())
+		return p.addons().Start(ctx)
 	}
 	return fmt.Errorf("no component %q: choose from %v", name, Components)
 }

@@ -3,6 +3,11 @@
 // that run pods to completion, and the JobSet and Kueue controllers as local processes
 // whose webhooks the apiserver reaches at https://127.0.0.1. Everything it writes stays
 // under the repository's bin/ directory; everything listens on 127.0.0.1.
+//
+// Up, Down and Status are the list of steps; the components beside the control plane are
+// packages of their own, each given the paths and settings it needs: realnode (the real
+// node and its host changes), addons (JobSet and Kueue as processes), chart (the Helm
+// install) and upstream (upstream Kubeflow Trainer).
 package platform
 
 import (
@@ -11,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/pki"
 )
 
 // Config says where the platform's binaries and state live and how it is shaped.
@@ -75,6 +82,20 @@ type ControllerBudget struct {
 	Burst       int
 	Concurrency int
 }
+
+// Install is how Kiln's operator and API server run on the local platform.
+type Install string
+
+const (
+	// InstallProcesses runs them as local processes (fast to iterate on).
+	InstallProcesses Install = "processes"
+	// InstallChart installs the Helm chart charts/kiln: they run as pods on the real node,
+	// from the images of `make images`, their webhooks reached through their Service.
+	InstallChart Install = "chart"
+
+	// EnvInstall selects the Install.
+	EnvInstall = "KILN_INSTALL"
+)
 
 // Environment variables that resize or re-port the platform; defaults in DefaultConfig.
 const (
@@ -194,7 +215,7 @@ func (c Config) ClusterDir() string { return filepath.Join(c.KwokWorkdir(), "clu
 func (c Config) Kubeconfig() string { return filepath.Join(c.ClusterDir(), "kubeconfig.yaml") }
 
 // PKI is the harness's certificate authority for local webhooks.
-func (c Config) PKI() PKI { return PKI{Dir: filepath.Join(c.StateDir, "pki")} }
+func (c Config) PKI() pki.PKI { return pki.PKI{Dir: filepath.Join(c.StateDir, "pki")} }
 
 // RunDir holds PID files of the processes the harness starts itself.
 func (c Config) RunDir() string { return filepath.Join(c.StateDir, "run") }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
@@ -38,7 +40,7 @@ func (p *Platform) OperatorProcess() Process {
 }
 
 // applyKilnCRDs installs the trainer.kubeflow.org CRDs generated into api/config/crd.
-func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
+func (p *Platform) applyKilnCRDs(ctx context.Context, cs *cluster.Clients) error {
 	files, err := filepath.Glob(filepath.Join(p.Root, "api", "config", "crd", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs under api/config/crd (run `make generate`): %w", err)
@@ -51,19 +53,19 @@ func (p *Platform) applyKilnCRDs(ctx context.Context, cs *clientSet) error {
 		}
 		crds = append(crds, objs...)
 	}
-	if err := cs.apply(ctx, crds...); err != nil {
+	if err := cs.Apply(ctx, crds...); err != nil {
 		return fmt.Errorf("installing Kiln's CRDs: %w", err)
 	}
-	return cs.waitCRDsEstablished(ctx, crds)
+	return cs.WaitCRDsEstablished(ctx, crds)
 }
 
 // StartOperator starts the operator unless it runs, and waits until it is ready.
 func (p *Platform) StartOperator(ctx context.Context) error {
-	return p.startReady(ctx, p.OperatorProcess(), fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth))
+	return p.OperatorProcess().StartReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.OperatorHealth), p.ComponentTimeout, p.Out)
 }
 
 // kilnUp starts the operator and installs the runtime catalog, or installs the chart.
-func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
+func (p *Platform) kilnUp(ctx context.Context, cs *cluster.Clients) error {
 	if p.Install == InstallChart {
 		return p.chartUp(ctx, cs)
 	}
@@ -74,7 +76,7 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 	if err != nil {
 		return err
 	}
-	if err := cs.apply(ctx, hooks...); err != nil {
+	if err := cs.Apply(ctx, hooks...); err != nil {
 		return fmt.Errorf("registering Kiln's webhooks: %w", err)
 	}
 	rts, err := runtimes.ClusterTrainingRuntimes()
@@ -91,7 +93,7 @@ func (p *Platform) kilnUp(ctx context.Context, cs *clientSet) error {
 		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 		objs = append(objs, u)
 	}
-	if err := cs.apply(ctx, objs...); err != nil {
+	if err := cs.Apply(ctx, objs...); err != nil {
 		return fmt.Errorf("installing the runtime catalog: %w", err)
 	}
 	p.logf("kiln: CRDs, operator and %d ClusterTrainingRuntimes installed", len(objs))
@@ -112,5 +114,5 @@ func (p *Platform) operatorWebhooks() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Kiln's webhook configurations: %w", err)
 	}
-	return Addon{WebhookPort: p.OperatorWebhook}.Localize(objs, caBundle)
+	return manifests.Addon{WebhookPort: p.OperatorWebhook}.Localize(objs, caBundle)
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/process"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
 )
 
 //go:embed stages.yaml
@@ -35,7 +38,7 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		"kubectlBinary":               c.Bin("kubectl"),
 		"kwokControllerBinary":        c.Bin("kwok"),
 		// Pods reach the apiserver through the kubernetes Service, by its ClusterIP.
-		"kubeApiserverCertSANs": []string{KubernetesServiceIP, NodeIP},
+		"kubeApiserverCertSANs": []string{realnode.KubernetesServiceIP, realnode.NodeIP},
 	}
 	if len(c.AuditNamespaces) > 0 {
 		policy := filepath.Join(c.ConfigDir(), "audit-policy.yaml")
@@ -102,8 +105,8 @@ func (c Config) apiserverNodeArgs() []any {
 	pki := filepath.Join(c.ClusterDir(), "pki")
 	arg := func(k, v string) any { return map[string]any{"key": k, "value": v} }
 	return []any{
-		arg("service-cluster-ip-range", ServiceCIDR),
-		arg("advertise-address", NodeIP),
+		arg("service-cluster-ip-range", realnode.ServiceCIDR),
+		arg("advertise-address", realnode.NodeIP),
 		arg("kubelet-client-certificate", filepath.Join(pki, "admin.crt")),
 		arg("kubelet-client-key", filepath.Join(pki, "admin.key")),
 		arg("kubelet-preferred-address-types", "InternalIP,Hostname"),
@@ -156,22 +159,10 @@ func (c Config) kwokctlOutput(ctx context.Context, args ...string) ([]byte, erro
 	return out, nil
 }
 
-// KueueUser is the identity Kueue runs as, the one its in-cluster ServiceAccount has, so
-// that the operator can tell Kueue's writes apart as it does in a cluster.
-const KueueUser = "system:serviceaccount:kueue-system:kueue-controller-manager"
-
-// kueueKubeconfig issues a client certificate for KueueUser (in system:masters, as the
-// local platform does not install Kueue's RBAC) and writes its kubeconfig.
-func (c Config) kueueKubeconfig(ctx context.Context) (string, error) {
-	out, err := c.kwokctlOutput(ctx, "get", "kubeconfig", "--name", c.ClusterName, "--user", KueueUser, "--group", "system:masters")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(c.ConfigDir(), "kueue.kubeconfig")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		return "", fmt.Errorf("writing Kueue's kubeconfig: %w", err)
-	}
-	return path, nil
+// issueKubeconfig is a kubeconfig for user in group, with a client certificate the
+// cluster's CA signs.
+func (c Config) issueKubeconfig(ctx context.Context, user, group string) ([]byte, error) {
+	return c.kwokctlOutput(ctx, "get", "kubeconfig", "--name", c.ClusterName, "--user", user, "--group", group)
 }
 
 // componentLogs returns the tail of each control-plane component's log, for errors.
@@ -179,7 +170,7 @@ func (c Config) componentLogs() string {
 	paths, _ := filepath.Glob(filepath.Join(c.ClusterDir(), "logs", "*.log"))
 	var b strings.Builder
 	for _, p := range paths {
-		fmt.Fprintf(&b, "--- %s (last 15 lines)\n%s\n", filepath.Base(p), Tail(p, 15))
+		fmt.Fprintf(&b, "--- %s (last 15 lines)\n%s\n", filepath.Base(p), process.Tail(p, 15))
 	}
 	return b.String()
 }

@@ -170,3 +170,10 @@ func TestSocketInode(t *testing.T) {
 		})
 	}
 }
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,13 +3,16 @@ package platform
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
 )
 
 // Node labels and taints of the simulated fleet, as the NVIDIA GPU operator and a cloud
@@ -18,7 +21,7 @@ const (
 	LabelGPUPresent = "nvidia.com/gpu.present"
 	LabelGPUProduct = "nvidia.com/gpu.product"
 	LabelGPUCount   = "nvidia.com/gpu.count"
-	LabelNodePool   = "kiln.dev/node-pool"
+	LabelNodePool   = realnode.LabelNodePool
 	// LabelSpot and TaintSpot are GKE's spot VM label and taint.
 	LabelSpot = "cloud.google.com/gke-spot"
 	TaintSpot = "cloud.google.com/gke-spot"
@@ -26,11 +29,6 @@ const (
 	NodePoolGPU  = "gpu"
 	NodePoolSpot = "gpu-spot"
 	ResourceGPU  = "nvidia.com/gpu"
-)
-
-var (
-	nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	crdGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 // Nodes returns the simulated fleet: GPU nodes, then spot GPU nodes tainted NoSchedule.
@@ -76,14 +74,14 @@ func (c Config) node(name, pool string, spot bool) *unstructured.Unstructured {
 	}}
 }
 
-func (p *Platform) applyNodes(ctx context.Context, cs *clientSet) error {
+func (p *Platform) applyNodes(ctx context.Context, cs *cluster.Clients) error {
 	nodes := p.Nodes()
 	for _, n := range nodes {
-		if err := cs.apply(ctx, n); err != nil {
+		if err := cs.Apply(ctx, n); err != nil {
 			return err
 		}
 		// Capacity lives in status, which apply to the main resource ignores.
-		if _, err := cs.dyn.Resource(nodeGVR).ApplyStatus(ctx, n.GetName(), n, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		if _, err := cs.Dyn.Resource(cluster.NodeGVR).ApplyStatus(ctx, n.GetName(), n, metav1.ApplyOptions{FieldManager: cluster.FieldManager, Force: true}); err != nil {
 			return fmt.Errorf("setting capacity of node %s: %w", n.GetName(), err)
 		}
 	}
@@ -91,19 +89,56 @@ func (p *Platform) applyNodes(ctx context.Context, cs *clientSet) error {
 	return nil
 }
 
-func (p *Platform) waitNodesReady(ctx context.Context, cs *clientSet) error {
+func (p *Platform) waitNodesReady(ctx context.Context, cs *cluster.Clients) error {
 	want := p.GPUNodes + p.SpotNodes
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.dyn.Resource(nodeGVR).List(ctx, metav1.ListOptions{})
+		list, err := cs.Dyn.Resource(cluster.NodeGVR).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
 		}
 		ready := 0
 		for i := range list.Items {
-			if conditionTrue(&list.Items[i], "Ready") {
+			if cluster.ConditionTrue(&list.Items[i], "Ready") {
 				ready++
 			}
 		}
 		return ready >= want, nil
 	})
 }
+
+// The real node (package realnode), as the tests and the chart know it.
+const (
+	RealNodeName = realnode.Name
+	// NodePoolReal labels the real node, and is the value of its NoSchedule taint
+	// (TaintRealNode): only pods that tolerate it land there.
+	NodePoolReal  = realnode.NodePool
+	TaintRealNode = realnode.Taint
+	// NodeIP is the real node's address, on its bridge; the apiserver is forwarded there.
+	NodeIP = realnode.NodeIP
+)
+
+// realNode is the real node of this platform, saying what it does on out.
+func (c Config) realNode(out io.Writer) realnode.Node {
+	return realnode.Node{
+		BinDir:          c.BinDir,
+		StateDir:        c.StateDir,
+		ConfigDir:       c.ConfigDir(),
+		RunDir:          c.RunDir(),
+		LogsDir:         c.LogsDir(),
+		ClusterName:     c.ClusterName,
+		ClusterDir:      c.ClusterDir(),
+		APIServerPort:   c.APIServerPort,
+		Timeout:         c.ComponentTimeout,
+		IssueKubeconfig: c.issueKubeconfig,
+		Out:             out,
+	}
+}
+
+// RealNodeLeftovers lists what the real node left on this machine: processes, mounts,
+// cgroups, the bridge and its veths, network namespaces, iptables rules, changed sysctls,
+// files in fixed host paths. Empty after `down`.
+func (p *Platform) RealNodeLeftovers() []string { return p.realNode(p.Out).Leftovers() }
+
+// PodPIDs lists the processes of the real node's pod with this UID, from its cgroup: what
+// a test kills to crash the pod's containers as a machine failure would.
+func (c Config) PodPIDs(uid string) []int { return c.realNode(io.Discard).PodPIDs(uid) }

@@ -2,31 +2,21 @@ package platform
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
-)
 
-// FieldManager owns everything the harness applies.
-const FieldManager = "kiln-platform"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+)
 
 // Platform starts, inspects and stops the local platform described by a Config.
 type Platform struct {
@@ -62,8 +52,10 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := p.applyNodes(ctx, cs); err != nil {
 		return err
 	}
-	if err := p.realNodeUp(ctx, cs); err != nil {
-		return err
+	if p.RealNodes > 0 {
+		if err := p.realNode(p.Out).Up(ctx, cs); err != nil {
+			return err
+		}
 	}
 	// The chart installs JobSet and Kueue itself, from their own charts.
 	if p.Install != InstallChart {
@@ -73,7 +65,7 @@ func (p *Platform) Up(ctx context.Context) error {
 	}
 	trainerUp := p.kilnUp
 	if p.Trainer == TrainerUpstream {
-		trainerUp = p.upstreamUp
+		trainerUp = p.upstream().Up
 	}
 	if err := trainerUp(ctx, cs); err != nil {
 		return err
@@ -128,16 +120,8 @@ func (p *Platform) apiServerHealthy(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, err = cs.disco.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	_, err = cs.Disco.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	return err == nil
-}
-
-// clientSet bundles the clients the harness needs.
-type clientSet struct {
-	config *rest.Config
-	disco  *discovery.DiscoveryClient
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
 // RESTConfig is the admin kubeconfig with its CA and client certificate read in. Given
@@ -164,138 +148,25 @@ func (c Config) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (p *Platform) clients() (*clientSet, error) {
+func (p *Platform) clients() (*cluster.Clients, error) {
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 50, 100
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating discovery client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating dynamic client: %w", err)
-	}
-	return &clientSet{
-		config: cfg,
-		disco:  disco,
-		dyn:    dyn,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-	}, nil
-}
-
-// apply server-side applies objects in order, refreshing discovery when a kind is new.
-func (cs *clientSet) apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
-	for _, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		mapping, err := cs.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if meta.IsNoMatchError(err) {
-			cs.mapper.Reset()
-			mapping, err = cs.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		}
-		if err != nil {
-			return fmt.Errorf("mapping %s: %w", gvk, err)
-		}
-		var ri dynamic.ResourceInterface = cs.dyn.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ns := obj.GetNamespace()
-			if ns == "" {
-				ns = metav1.NamespaceDefault
-			}
-			ri = cs.dyn.Resource(mapping.Resource).Namespace(ns)
-		}
-		if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
-			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// waitCRDsEstablished waits until the apiserver serves every CRD among objs.
-func (cs *clientSet) waitCRDsEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
-	gvr := crdGVR
-	for _, obj := range objs {
-		if obj.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		name := obj.GetName()
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-			crd, err := cs.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			return conditionTrue(crd, "Established"), nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s is not established: %w", name, err)
-		}
-	}
-	cs.mapper.Reset()
-	return nil
-}
-
-// conditionTrue reports whether obj's status has condition t with status True.
-func conditionTrue(obj *unstructured.Unstructured, t string) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == t {
-			return m["status"] == "True"
-		}
-	}
-	return false
-}
-
-// stopProcess stops proc (see Process.Stop), saying so when it ran.
-func (p *Platform) stopProcess(proc Process) error {
-	if _, running := proc.Running(); running {
-		p.logf("stopping %s", proc.Name)
-	}
-	return proc.Stop(15 * time.Second)
-}
-
-// tlsListening reports whether a TLS server on 127.0.0.1:port accepts connections.
-func tlsListening(ctx context.Context, port int) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a readiness probe, not a client
-	conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return false
-	}
-	_ = conn.Close()
-	return true
-}
-
-// httpOK reports whether url answers 200.
-func httpOK(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return cluster.New(cfg)
 }
 
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.chartForwards("")...)
-	for _, proc := range append(procs, p.addonProcesses()...) {
-		if err := p.stopProcess(proc); err != nil {
+	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.chart().Forwards("")...)
+	for _, proc := range append(procs, p.addons().Processes()...) {
+		if err := proc.StopReporting(p.Out); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	// Always, whatever RealNodes says: a node left by an earlier run is cleaned up too.
-	if err := p.realNodeDown(ctx); err != nil {
+	if err := p.realNode(p.Out).Down(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("real node: %w", err))
 	}
 	if _, err := os.Stat(p.ClusterDir()); err == nil {
@@ -336,14 +207,14 @@ func (p *Platform) Status(ctx context.Context) bool {
 	var procs []Process
 	switch {
 	case p.Install == InstallChart: // JobSet and Kueue run as the chart's pods
-		procs = append(procs, p.chartForwards("")...)
+		procs = append(procs, p.chart().Forwards("")...)
 	case p.Trainer == TrainerKiln:
-		procs = append(p.addonProcesses(), p.TrainerProcess(), p.APIServerProcess())
+		procs = append(p.addons().Processes(), p.TrainerProcess(), p.APIServerProcess())
 	default:
-		procs = append(p.addonProcesses(), p.TrainerProcess())
+		procs = append(p.addons().Processes(), p.TrainerProcess())
 	}
 	if p.RealNodes > 0 {
-		procs = append(procs, p.realNodeProcesses()...)
+		procs = append(procs, p.realNode(p.Out).Processes()...)
 	}
 	for _, proc := range procs {
 		pid, running := proc.Running()

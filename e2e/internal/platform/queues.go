@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
 )
 
 // The Kueue objects every local platform has: a flavor per node pool, one ClusterQueue
@@ -99,7 +101,7 @@ func (c Config) quota(n int) ([]any, error) {
 	}, nil
 }
 
-func (p *Platform) applyQueues(ctx context.Context, cs *clientSet) error {
+func (p *Platform) applyQueues(ctx context.Context, cs *cluster.Clients) error {
 	objs, err := p.Queues()
 	if err != nil {
 		return err
@@ -107,7 +109,7 @@ func (p *Platform) applyQueues(ctx context.Context, cs *clientSet) error {
 	// Kueue's webhooks validate these; they can lag readiness by a moment.
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, queueApplyDeadline, true, func(ctx context.Context) (bool, error) {
-		last = cs.apply(ctx, objs...)
+		last = cs.Apply(ctx, objs...)
 		return last == nil, nil
 	})
 	if err != nil {

@@ -37,7 +37,7 @@ func apiClient(opts ...connect.ClientOption) (kilnv1connect.TrainJobServiceClien
 	return kilnv1connect.NewTrainJobServiceClient(hc, kc.Server, opts...), kilnv1connect.NewQueueServiceClient(hc, kc.Server, opts...), kc
 }
 
-var _ = Describe("Kiln API server", func() {
+var _ = Describe("Kiln API server", Label(chartMode), func() {
 	It("runs a queued job through the API only: queued, running, complete, with its logs followed", func(ctx SpecContext) {
 		jobs, queues, kc := apiClient(connect.WithGRPC())
 		ns := kc.Namespace

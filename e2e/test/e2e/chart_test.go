@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -30,7 +29,7 @@ import (
 
 // The chart's own promises, on the install `make test-e2e KILN_INSTALL=chart` made. The
 // rest of the suite runs against that install too.
-var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
+var _ = Describe("the Helm chart's install", Label(chartMode), Serial, Ordered, func() {
 	var p *platform.Platform
 	helm := func(ctx context.Context, args ...string) string {
 		GinkgoHelper()
@@ -105,7 +104,7 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 						return
 					case <-time.After(10 * time.Millisecond):
 					}
-					tj := torchJob(ns, "probe", 1)
+					tj := torchJob(ns, "probe", 1).Obj()
 					attempts.Add(1)
 					// Server-side dry run: the TrainJob goes through both webhooks and is not stored.
 					if err := k8s.Create(ctx, tj, client.DryRunAll); err != nil {
@@ -145,12 +144,9 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 
 	It("hands leadership over within 15s when the leader's pod is killed, missing and doubling no deadline or TTL", func(ctx context.Context) {
 		ns := newNamespace(ctx, "chart-handover")
-		late := torchJob(ns, "late", 1)
-		late.Spec.ActiveDeadlineSeconds = ptr.To[int64](8)
-		late.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		late := torchJob(ns, "late", 1).ActiveDeadlineSeconds(8).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s"})).Obj()
 		Expect(k8s.Create(ctx, late)).To(Succeed())
-		done := torchJob(ns, "done", 1)
-		done.Spec.TTLSecondsAfterFinished = ptr.To[int32](8)
+		done := torchJob(ns, "done", 1).TTLSecondsAfterFinished(8).Obj()
 		Expect(k8s.Create(ctx, done)).To(Succeed())
 		waitCondition(ctx, ns, "done", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		Eventually(ctx, func(g Gomega) {
@@ -180,7 +176,7 @@ var _ = Describe("the Helm chart's install", Serial, Ordered, func() {
 
 	It("uninstalls, leaving the CRDs and the users' TrainJobs, and nothing else of Kiln's", func(ctx context.Context) {
 		ns := newNamespace(ctx, "chart-uninstall")
-		Expect(k8s.Create(ctx, torchJob(ns, "kept", 1))).To(Succeed())
+		Expect(k8s.Create(ctx, torchJob(ns, "kept", 1).Obj())).To(Succeed())
 		waitCondition(ctx, ns, "kept", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		DeferCleanup(func(ctx context.Context) {
 			By("installing the chart again for the specs that follow")

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +9,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 // kilnCLI runs bin/kiln as the user of the local platform's client configuration; it
@@ -27,19 +27,7 @@ func kilnCLIWith(env []string, stdin string, args ...string) (string, string, in
 	if root == "" || os.Getenv("KILN_CONFIG") == "" {
 		Skip("KILN_ROOT and KILN_CONFIG are not set: not on the local platform")
 	}
-	cmd := exec.Command(filepath.Join(root, "bin", "kiln"), args...)
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	return out.String(), errOut.String(), code
+	return framework.CLI{Bin: filepath.Join(root, "bin", "kiln")}.RunWith(env, stdin, args...)
 }
 
 // slowJob is a TrainJob whose training pods run for a minute on the local platform.
@@ -65,7 +53,7 @@ spec:
 `
 
 var _ = Describe("kiln CLI", func() {
-	It("submits a queued job, waits for it, shows its logs and its story, and deletes it", func() {
+	It("submits a queued job, waits for it, shows its logs and its story, and deletes it", Label(chartMode), func() {
 		DeferCleanup(func() { _, _, _ = kilnCLI("", "delete", "cli-e2e") })
 		out, errOut, code := kilnCLI("", "submit", "--runtime", "torch-distributed", "--name", "cli-e2e", "--nodes", "2", "--gpus-per-node", "8",
 			"--queue", "default", "--deadline", "10m", "--ttl", "1h", "--wait", "--timeout", "3m", "--", "torchrun", "train.py")
@@ -110,7 +98,7 @@ var _ = Describe("kiln CLI", func() {
 		Expect(out).To(MatchRegexp(`(?m)^cli-slow\t.*\tFailed\t.*\tDeadlineExceeded\t`))
 	})
 
-	It("creates a weekly schedule, triggers a run, suspends, resumes and deletes it with its runs", func() {
+	It("creates a weekly schedule, triggers a run, suspends, resumes and deletes it with its runs", Label(chartMode), func() {
 		DeferCleanup(func() { _, _, _ = kilnCLI("", "schedule", "delete", "cli-weekly") })
 		out, errOut, code := kilnCLI("", "schedule", "create", "cli-weekly", "--schedule", "0 2 * * 0", "--time-zone", "Europe/Berlin",
 			"--concurrency-policy", "Forbid", "--keep-successful", "2", "--keep-failed", "1", "--runtime", "torch-distributed",

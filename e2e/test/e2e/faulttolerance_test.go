@@ -22,6 +22,7 @@ import (
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
@@ -379,11 +380,10 @@ var _ = Describe("Fault tolerance at scale (KWOK)", func() {
 			}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		})
 		for i := range jobs {
-			tj := torchJob(ns, fmt.Sprintf("spot-%03d", i), 1)
-			tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: spotRuntime}
-			tj.Spec.RuntimePatches = []trainer.RuntimePatch{platform.SimulatedPods("e2e.kiln.dev/simulation", "node", map[string]string{
+			tj := torchJob(ns, fmt.Sprintf("spot-%03d", i), 1).RuntimePatch(platform.SimulatedPods("e2e.kiln.dev/simulation", "node", map[string]string{
 				platform.AnnotationSimEvictAfter: "2s", platform.AnnotationSimDuration: "3s",
-			})}
+			})).Obj()
+			tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: spotRuntime}
 			Expect(k8s.Create(ctx, tj)).To(Succeed())
 		}
 		Eventually(ctx, func(g Gomega) {
@@ -392,9 +392,9 @@ var _ = Describe("Fault tolerance at scale (KWOK)", func() {
 			var complete, failed []string
 			for _, tj := range list.Items {
 				switch {
-				case haveCondition(trainer.TrainJobComplete, metav1.ConditionTrue, "")(&tj):
+				case framework.HasCondition(&tj, trainer.TrainJobComplete, metav1.ConditionTrue, ""):
 					complete = append(complete, tj.Name)
-				case haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "")(&tj):
+				case framework.HasCondition(&tj, trainer.TrainJobFailed, metav1.ConditionTrue, ""):
 					failed = append(failed, tj.Name)
 				}
 			}

@@ -23,14 +23,13 @@ import (
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 var _ = Describe("TrainJob lifecycle", func() {
 	It("fails at the deadline, kills the pods, and shows it as documented", func(ctx context.Context) {
 		ns := newNamespace(ctx, "deadline")
-		tj := torchJob(ns, "slow", 2)
-		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "120s"})}
+		tj := torchJob(ns, "slow", 2).ActiveDeadlineSeconds(3).RuntimePatch(podPatch("node", map[string]string{annDuration: "120s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		got := waitCondition(ctx, ns, "slow", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 		Expect(got.Status.CompletionTime.Sub(got.Status.StartTime.Time)).To(BeNumerically(">=", 3*time.Second))
@@ -68,13 +67,8 @@ var _ = Describe("TrainJob lifecycle", func() {
 		}).Should(Succeed())
 
 		By("queueing a TrainJob whose deadline (4s) is shorter than its wait")
-		tj := torchJob(ns, "patient", 1)
-		tj.Labels = map[string]string{labelQueue: "queue"}
-		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](4)
-		tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{gpu: mustQuantity("8")}, Limits: corev1.ResourceList{gpu: mustQuantity("8")},
-		}
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "120s"})}
+		tj := torchJob(ns, "patient", 1).Label(labelQueue, "queue").ActiveDeadlineSeconds(4).ResourcesPerNode(gpusPerNode("8", "")).
+			RuntimePatch(podPatch("node", map[string]string{annDuration: "120s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Eventually(ctx, jobCondition(ctx, blocker, batchv1.JobComplete)).Should(Succeed())
 		admitted := time.Now()
@@ -99,8 +93,7 @@ var _ = Describe("TrainJob lifecycle", func() {
 
 	It("deletes a finished TrainJob and everything it owns after its TTL", func(ctx context.Context) {
 		ns := newNamespace(ctx, "ttl")
-		tj := torchJob(ns, "short-lived", 1)
-		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](2)
+		tj := torchJob(ns, "short-lived", 1).TTLSecondsAfterFinished(2).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		waitCondition(ctx, ns, "short-lived", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		Eventually(ctx, func(g Gomega) {
@@ -139,14 +132,9 @@ var _ = Describe("TrainJob lifecycle under Kueue preemption", func() {
 			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, wpc))).To(Succeed()) })
 		}
 		queued := func(name, priority, duration string, deadline int64) *trainer.TrainJob {
-			tj := torchJob(ns, name, 1)
-			tj.Labels = map[string]string{labelQueue: "queue", "kueue.x-k8s.io/priority-class": ns + "-" + priority}
-			tj.Spec.ActiveDeadlineSeconds = ptr.To(deadline)
-			tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{gpu: mustQuantity("8")}, Limits: corev1.ResourceList{gpu: mustQuantity("8")},
-			}
-			tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: duration})}
-			return tj
+			return torchJob(ns, name, 1).Label(labelQueue, "queue").Label("kueue.x-k8s.io/priority-class", ns+"-"+priority).
+				ActiveDeadlineSeconds(deadline).ResourcesPerNode(gpusPerNode("8", "")).
+				RuntimePatch(podPatch("node", map[string]string{annDuration: duration})).Obj()
 		}
 		low := queued("low", "low", "300s", 10)
 		low.Spec.TTLSecondsAfterFinished = ptr.To[int32](600)
@@ -162,7 +150,7 @@ var _ = Describe("TrainJob lifecycle under Kueue preemption", func() {
 		Expect(k8s.Create(ctx, queued("high", "high", "5s", 600))).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			tj := getTrainJob(ctx, g, ns, "low")
-			g.Expect(haveCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, "")(tj)).To(BeTrue())
+			g.Expect(framework.HasCondition(tj, trainer.TrainJobSuspended, metav1.ConditionTrue, "")).To(BeTrue())
 			g.Expect(tj.Status.StartTime).To(BeNil(), "the clock stops while preempted")
 		}).Should(Succeed())
 		high := waitCondition(ctx, ns, "high", trainer.TrainJobComplete, metav1.ConditionTrue, "")
@@ -295,9 +283,7 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 	It("fires a deadline that passed while the operator was killed as soon as it is back", func(ctx context.Context) {
 
 		ns := newNamespace(ctx, "restart")
-		tj := torchJob(ns, "unattended", 1)
-		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		tj := torchJob(ns, "unattended", 1).ActiveDeadlineSeconds(5).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		var due time.Time
 		Eventually(ctx, func(g Gomega) {
@@ -309,7 +295,7 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 		By("killing the operator before the deadline")
 		start := killOperator()
 		time.Sleep(time.Until(due) + 2*time.Second)
-		Expect(haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "")(getTrainJob(ctx, Default, ns, "unattended"))).To(BeFalse(),
+		Expect(framework.HasCondition(getTrainJob(ctx, Default, ns, "unattended"), trainer.TrainJobFailed, metav1.ConditionTrue, "")).To(BeFalse(),
 			"nothing acts while the operator is down")
 
 		By("starting it after the deadline")
@@ -324,8 +310,7 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 
 	It("deletes, once, a TrainJob whose TTL passed while the operator was killed", func(ctx context.Context) {
 		ns := newNamespace(ctx, "restart-ttl")
-		tj := torchJob(ns, "finished", 1)
-		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](4)
+		tj := torchJob(ns, "finished", 1).TTLSecondsAfterFinished(4).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		done := waitCondition(ctx, ns, "finished", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		due := done.Status.CompletionTime.Add(4 * time.Second)
@@ -351,10 +336,7 @@ var _ = Describe("TrainJob lifecycle across operator restarts", func() {
 
 	It("counts a resume made while the operator was down from the resume, not from the restart", func(ctx context.Context) {
 		ns := newNamespace(ctx, "restart-resume")
-		tj := torchJob(ns, "paused", 1)
-		tj.Spec.Suspend = ptr.To(true)
-		tj.Spec.ActiveDeadlineSeconds = ptr.To[int64](8)
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "300s"})}
+		tj := torchJob(ns, "paused", 1).Suspend(true).ActiveDeadlineSeconds(8).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		waitCondition(ctx, ns, "paused", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 

@@ -125,7 +125,7 @@ func scraper(ctx context.Context, ns, name string, bind bool) string {
 	return token
 }
 
-var _ = Describe("Observability", func() {
+var _ = Describe("Observability", Label(chartMode), func() {
 	It("serves metrics only to authorized scrapers, and they follow queued jobs to completion, deadline and TTL", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "metrics")
 		smallQueue(ctx, ns)
@@ -161,14 +161,8 @@ var _ = Describe("Observability", func() {
 		By("running two queued jobs: one completes and its TTL deletes it, one runs into its deadline")
 		const rt = "torch-distributed"
 		queued := func(name string, annotations map[string]string) *trainer.TrainJob {
-			tj := torchJob(ns, name, 1)
-			tj.Labels = map[string]string{labelQueue: "queue"}
-			tj.Spec.Suspend = ptr.To(true)
-			tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{gpu: mustQuantity("1")}, Limits: corev1.ResourceList{gpu: mustQuantity("1")},
-			}
-			tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", annotations)}
-			return tj
+			return torchJob(ns, name, 1).Label(labelQueue, "queue").Suspend(true).ResourcesPerNode(gpusPerNode("1", "")).
+				RuntimePatch(podPatch("node", annotations)).Obj()
 		}
 		done := queued("done", map[string]string{annDuration: "3s"})
 		done.Spec.TTLSecondsAfterFinished = ptr.To[int32](1)

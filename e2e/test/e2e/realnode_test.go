@@ -28,6 +28,7 @@ import (
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 // TorchImage is the real node's training image (make node-images): Debian's PyTorch for CPU.
@@ -64,23 +65,19 @@ func requireRealNode(ctx context.Context) {
 // realJob is a TrainJob on torch-distributed whose pods run script (sh) in TorchImage on the
 // real node, one process per node.
 func realJob(ns, name string, nodes int32, script string) *trainer.TrainJob {
-	tj := torchJob(ns, name, nodes)
-	tj.Spec.Trainer.Image = ptr.To(TorchImage)
-	tj.Spec.Trainer.NumProcPerNode = ptr.To[int32](1)
-	tj.Spec.Trainer.Command = []string{"sh", "-c", script}
-	tj.Spec.RuntimePatches = []trainer.RuntimePatch{{
-		Manager: "e2e.kiln.dev/real-node",
-		TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
-			Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{
-				Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
-					NodeSelector:                  onRealNode.selector,
-					Tolerations:                   onRealNode.tolerations,
-					TerminationGracePeriodSeconds: ptr.To[int64](10),
-				}}},
-			}}}},
-		}},
-	}}
-	return tj
+	return torchJob(ns, name, nodes).Image(TorchImage).NumProcPerNode(1).Command("sh", "-c", script).
+		RuntimePatch(trainer.RuntimePatch{
+			Manager: "e2e.kiln.dev/real-node",
+			TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+				Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{
+					Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						NodeSelector:                  onRealNode.selector,
+						Tolerations:                   onRealNode.tolerations,
+						TerminationGracePeriodSeconds: ptr.To[int64](10),
+					}}},
+				}}}},
+			}},
+		}).Obj()
 }
 
 // ddpScript trains a linear model with DistributedDataParallel over gloo for a fixed
@@ -316,17 +313,11 @@ func followLogs(ctx context.Context, ns, pod string) *logStream {
 	return l
 }
 
+// waitConditionWithin waits at most timeout for the TrainJob's condition, and no longer
+// once the job failed.
 func waitConditionWithin(ctx context.Context, timeout time.Duration, ns, name, t string, s metav1.ConditionStatus, reason string) *trainer.TrainJob {
 	GinkgoHelper()
-	var tj *trainer.TrainJob
-	Eventually(ctx, func(g Gomega) {
-		tj = getTrainJob(ctx, g, ns, name)
-		if t != trainer.TrainJobFailed && haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "")(tj) {
-			StopTrying(fmt.Sprintf("TrainJob %s/%s failed: %+v", ns, name, tj.Status.Conditions)).Now()
-		}
-		g.Expect(haveCondition(t, s, reason)(tj)).To(BeTrue(), "conditions: %+v", tj.Status.Conditions)
-	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
-	return tj
+	return framework.WaitForCondition(ctx, k8s, client.ObjectKey{Namespace: ns, Name: name}, t, s, reason, framework.Within(timeout))
 }
 
 func conditionOf(tj *trainer.TrainJob, t string) metav1.Condition {

@@ -24,7 +24,15 @@ import (
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
+
+// chartMode labels the specs that also run against the chart's install (make
+// test-e2e-chart): what the chart changes (its own specs, the API server and the webhooks
+// behind Services, RBAC as pods, metrics through the Service) and one smoke path through
+// each surface. Every other spec proves operator logic that does not depend on how Kiln is
+// installed, and runs once, against Kiln as processes. e2e/README.md has the table.
+const chartMode = "chart"
 
 var (
 	cfg       *rest.Config
@@ -57,6 +65,12 @@ var _ = BeforeSuite(func() {
 	EnforceDefaultTimeoutsWhenUsingContexts()
 	SetDefaultEventuallyTimeout(90 * time.Second)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+})
+
+// Where the suite's time went, longest spec first: the e2e budget is spent by mode
+// (e2e/README.md), and this is the table to read when it tightens.
+var _ = ReportAfterSuite("spec times", func(r Report) {
+	framework.PrintSpecTimes(os.Stdout, r)
 })
 
 // When a spec fails on the chart's install, the Kiln, JobSet and Kueue pods that restarted

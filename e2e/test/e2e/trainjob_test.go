@@ -17,8 +17,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 // seedTrainJob is the seed manifest, applied verbatim.
@@ -54,33 +56,26 @@ func getTrainJob(ctx context.Context, g Gomega, ns, name string) *trainer.TrainJ
 	return tj
 }
 
-func haveCondition(t string, s metav1.ConditionStatus, reason string) func(*trainer.TrainJob) bool {
-	return func(tj *trainer.TrainJob) bool {
-		c := meta.FindStatusCondition(tj.Status.Conditions, t)
-		return c != nil && c.Status == s && (reason == "" || c.Reason == reason)
-	}
-}
-
+// waitCondition waits, as long as the suite's default allows, for the TrainJob's condition.
 func waitCondition(ctx context.Context, ns, name, t string, s metav1.ConditionStatus, reason string) *trainer.TrainJob {
-	var tj *trainer.TrainJob
-	EventuallyWithOffset(1, ctx, func(g Gomega) {
-		tj = getTrainJob(ctx, g, ns, name)
-		g.Expect(haveCondition(t, s, reason)(tj)).To(BeTrue(), "conditions: %+v", tj.Status.Conditions)
-	}).Should(Succeed())
-	return tj
+	GinkgoHelper()
+	return framework.WaitForCondition(ctx, k8s, client.ObjectKey{Namespace: ns, Name: name}, t, s, reason)
 }
 
-func torchJob(ns, name string, nodes int32) *trainer.TrainJob {
-	return &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
-			Trainer: &trainer.Trainer{
-				NumNodes: ptr.To(nodes),
-				Command:  []string{"torchrun", "train.py"},
-			},
-		},
+// torchJob builds a TrainJob of nodes torchrun nodes on the catalog's torch-distributed.
+func torchJob(ns, name string, nodes int32) *kilntesting.TrainJobWrapper {
+	return kilntesting.MakeTrainJob(name, ns).NumNodes(nodes).Command("torchrun", "train.py")
+}
+
+// gpusPerNode asks for n GPUs per node (requests and limits), and cpu CPUs when not empty.
+func gpusPerNode(n, cpu string) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{gpu: mustQuantity(n)}, Limits: corev1.ResourceList{gpu: mustQuantity(n)},
 	}
+	if cpu != "" {
+		r.Requests[corev1.ResourceCPU] = mustQuantity(cpu)
+	}
+	return r
 }
 
 // podPatch annotates the pods of a replicated job through a runtime patch, which is how
@@ -102,7 +97,7 @@ func envOf(c corev1.Container) map[string]string {
 }
 
 var _ = Describe("TrainJobs", func() {
-	It("runs the seed manifest, applied verbatim, to Complete", func(ctx context.Context) {
+	It("runs the seed manifest, applied verbatim, to Complete", Label(chartMode), func(ctx context.Context) {
 		_, _ = kubectl("", "create", "namespace", "my-namespace")
 		DeferCleanup(func() { _, _ = kubectl("", "delete", "namespace", "my-namespace", "--wait=false") })
 		_, _ = kubectl("", "delete", "trainjob", "my-trainjob", "-n", "my-namespace", "--ignore-not-found", "--wait=true")
@@ -126,8 +121,7 @@ var _ = Describe("TrainJobs", func() {
 
 	It("wires every torch node with its rank and the master's address", func(ctx context.Context) {
 		ns := newNamespace(ctx, "torch")
-		tj := torchJob(ns, "multi", 3)
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "4s"})}
+		tj := torchJob(ns, "multi", 3).RuntimePatch(podPatch("node", map[string]string{annDuration: "4s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			pods := &corev1.PodList{}
@@ -151,15 +145,10 @@ var _ = Describe("TrainJobs", func() {
 
 	It("runs an MPI job with its SSH keys and hostfile", func(ctx context.Context) {
 		ns := newNamespace(ctx, "mpi")
-		tj := &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: "mpi", Namespace: ns},
-			Spec: trainer.TrainJobSpec{
-				RuntimeRef: trainer.RuntimeRef{Name: "mpi-distributed"},
-				Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](3), Command: []string{"mpirun", "python", "train.py"}},
-				// The workers serve sshd until the launcher is done.
-				RuntimePatches: []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "60s"})},
-			},
-		}
+		tj := kilntesting.MakeTrainJob("mpi", ns).NumNodes(3).Command("mpirun", "python", "train.py").
+			// The workers serve sshd until the launcher is done.
+			RuntimePatch(podPatch("node", map[string]string{annDuration: "60s"})).Obj()
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "mpi-distributed"}
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			secret := &corev1.Secret{}
@@ -189,9 +178,8 @@ var _ = Describe("TrainJobs", func() {
 		rt.Name, rt.Namespace, rt.Spec = "torch-no-retry", ns, *ctr.Spec.DeepCopy()
 		rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
 		Expect(k8s.Create(ctx, rt)).To(Succeed())
-		tj := torchJob(ns, "crash", 2)
+		tj := torchJob(ns, "crash", 2).RuntimePatch(podPatch("node", map[string]string{annExitCode: "42", annDuration: "1s"})).Obj()
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: rt.Name, Kind: ptr.To(trainer.TrainingRuntimeKind)}
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annExitCode: "42", annDuration: "1s"})}
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		got := waitCondition(ctx, ns, "crash", trainer.TrainJobFailed, metav1.ConditionTrue, "")
 		c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)
@@ -207,14 +195,12 @@ var _ = Describe("TrainJobs", func() {
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crash"}, js)
 			return apierrors.IsNotFound(err)
 		}, 3*time.Second).Should(BeTrue())
-		Expect(haveCondition(trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs")(getTrainJob(ctx, Default, ns, "crash"))).To(BeTrue())
+		Expect(framework.HasCondition(getTrainJob(ctx, Default, ns, "crash"), trainer.TrainJobFailed, metav1.ConditionTrue, "FailedJobs")).To(BeTrue())
 	})
 
 	It("suspends and resumes", func(ctx context.Context) {
 		ns := newNamespace(ctx, "suspend")
-		tj := torchJob(ns, "pausable", 2)
-		tj.Spec.Suspend = ptr.To(true)
-		tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("node", map[string]string{annDuration: "6s"})}
+		tj := torchJob(ns, "pausable", 2).Suspend(true).RuntimePatch(podPatch("node", map[string]string{annDuration: "6s"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		waitCondition(ctx, ns, "pausable", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 		Consistently(ctx, func(g Gomega) {
@@ -258,19 +244,14 @@ var _ = Describe("TrainJobs", func() {
 		waitCondition(ctx, ns, "pausable", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 	})
 
-	It("runs a Kueue-queued TrainJob on the flavor Kueue chose", func(ctx context.Context) {
+	It("runs a Kueue-queued TrainJob on the flavor Kueue chose", Label(chartMode), func(ctx context.Context) {
 		ns := newNamespace(ctx, "queued")
 		lq := kueueObject("LocalQueue", ns, "default")
 		Expect(unstructured.SetNestedField(lq.Object, "cluster-queue", "spec", "clusterQueue")).To(Succeed())
 		Expect(k8s.Create(ctx, lq)).To(Succeed())
-		tj := torchJob(ns, "queued", 2)
-		tj.Labels = map[string]string{labelQueue: "default"}
-		tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("4"), gpu: mustQuantity("8")},
-			Limits:   corev1.ResourceList{gpu: mustQuantity("8")},
-		}
-		// Kueue writes the TrainJob with upstream's Go types, which lack this field.
-		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
+		tj := torchJob(ns, "queued", 2).Label(labelQueue, "default").ResourcesPerNode(gpusPerNode("8", "4")).
+			// Kueue writes the TrainJob with upstream's Go types, which lack this field.
+			TTLSecondsAfterFinished(3).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		// Kueue's webhook appends its runtime patch at creation, after Kiln's defaulter ran;
 		// the defaulter is invoked again and gives it its time, as upstream does.

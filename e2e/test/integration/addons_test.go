@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
-	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/pki"
 )
 
 var _ = Describe("envtest", func() {
@@ -29,19 +30,19 @@ var _ = Describe("envtest", func() {
 var _ = Describe("Localized JobSet and Kueue releases", func() {
 	for _, tc := range []struct {
 		name  string
-		addon platform.Addon
+		addon manifests.Addon
 		crds  []string
 	}{
-		{"jobset", platform.Addon{WebhookPort: 19443}, []string{"jobsets.jobset.x-k8s.io"}},
-		{"kueue", platform.Addon{WebhookPort: 19444, KeepConversion: []string{"workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io", "multikueueclusters.kueue.x-k8s.io"}, WebhookGroups: []string{"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}},
+		{"jobset", manifests.Addon{WebhookPort: 19443}, []string{"jobsets.jobset.x-k8s.io"}},
+		{"kueue", manifests.Addon{WebhookPort: 19444, KeepConversion: []string{"workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io", "multikueueclusters.kueue.x-k8s.io"}, WebhookGroups: []string{"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}},
 			[]string{"workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io"}},
 	} {
 		It("installs "+tc.name+"'s CRDs and webhooks as the real apiserver accepts them", func(ctx context.Context) {
 			objs, err := kilntesting.ReadManifests(filepath.Join(binDir, "manifests", tc.name+".yaml"))
 			Expect(err).NotTo(HaveOccurred())
-			pki := platform.PKI{Dir: GinkgoT().TempDir()}
-			Expect(pki.Ensure(time.Now())).To(Succeed())
-			ca, err := pki.CABundle()
+			certs := pki.PKI{Dir: GinkgoT().TempDir()}
+			Expect(certs.Ensure(time.Now())).To(Succeed())
+			ca, err := certs.CABundle()
 			Expect(err).NotTo(HaveOccurred())
 			local, err := tc.addon.Localize(objs, ca)
 			Expect(err).NotTo(HaveOccurred())

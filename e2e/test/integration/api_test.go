@@ -117,14 +117,7 @@ var _ = Describe("The trainer.kubeflow.org API", func() {
 	})
 
 	It("makes a TrainJob's deadline immutable and its TTL mutable", func(ctx context.Context) {
-		tj := &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: "lifecycle", Namespace: newNamespace(ctx)},
-			Spec: trainer.TrainJobSpec{
-				RuntimeRef:              trainer.RuntimeRef{Name: "torch-distributed"},
-				ActiveDeadlineSeconds:   ptr.To[int64](3600),
-				TTLSecondsAfterFinished: ptr.To[int32](60),
-			},
-		}
+		tj := kilntesting.MakeTrainJob("lifecycle", newNamespace(ctx)).ActiveDeadlineSeconds(3600).TTLSecondsAfterFinished(60).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Expect(tj.Spec.RuntimeRef.Kind).To(HaveValue(Equal(trainer.ClusterTrainingRuntimeKind)), "defaulted by the CRD")
 		Expect(tj.Spec.ManagedBy).To(HaveValue(Equal(trainer.TrainJobControllerName)))
@@ -146,10 +139,7 @@ var _ = Describe("The trainer.kubeflow.org API", func() {
 	})
 
 	It("keeps Kiln's status fields", func(ctx context.Context) {
-		tj := &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: "status", Namespace: newNamespace(ctx)},
-			Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}},
-		}
+		tj := kilntesting.MakeTrainJob("status", newNamespace(ctx)).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		now := metav1.Now()
 		tj.Status.StartTime, tj.Status.CompletionTime = &now, &now

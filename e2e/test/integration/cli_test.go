@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,6 +26,7 @@ import (
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 // The kiln CLI, as built into bin/, against the real API server (bin/kiln-apiserver, run
@@ -43,18 +42,7 @@ var _ = Describe("kiln CLI against the API server", Ordered, func() {
 	// and the exit code.
 	kiln := func(args ...string) (string, string, int) {
 		GinkgoHelper()
-		cmd := exec.Command(filepath.Join(binDir, "kiln"), args...)
-		cmd.Env = append(os.Environ(), clientconfig.EnvConfig+"="+kilnConfig, "NO_COLOR=1")
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		return out.String(), errOut.String(), code
+		return framework.CLI{Bin: filepath.Join(binDir, "kiln"), Env: []string{clientconfig.EnvConfig + "=" + kilnConfig}}.Run("", args...)
 	}
 
 	BeforeAll(func(ctx context.Context) {

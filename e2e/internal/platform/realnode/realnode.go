@@ -1,4 +1,8 @@
-package platform
+// Package realnode runs the local platform's real node, kiln-node-0, on this machine: a
+// kubelet, containerd and runc, the bridge CNI, kube-proxy and CoreDNS, each a process
+// started from bin/, and undoes everything it changed on the host when it stops
+// (iptables, cgroups, mounts, sysctls; realnode_host.go).
+package realnode
 
 import (
 	"context"
@@ -19,6 +23,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kiln-ml/kiln/build/images"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/process"
 )
 
 // The real node: a kubelet registering kiln-node-0 with this machine's CPUs and memory,
@@ -30,27 +37,27 @@ import (
 // kiln.local/torch-cpu (Debian's python3-torch) for real training.
 var NodeImages = []string{"pause", "torch-cpu"}
 
-// realNodeProcesses are the node's components, in the order they start.
-func (p *Platform) realNodeProcesses() []Process {
-	cfg := p.ConfigDir()
-	proc := func(name, bin string, args ...string) Process {
-		return Process{Name: name, Path: p.Bin(bin), Args: args, RunDir: p.RunDir(), LogsDir: p.LogsDir()}
+// Processes are the node's components, in the order they start.
+func (n Node) Processes() []process.Process {
+	cfg := n.ConfigDir
+	proc := func(name, bin string, args ...string) process.Process {
+		return process.Process{Name: name, Path: n.Bin(bin), Args: args, RunDir: n.RunDir, LogsDir: n.LogsDir}
 	}
 	containerd := proc("containerd", "containerd", "--config="+filepath.Join(cfg, "containerd.toml"))
 	// containerd finds its shim, containerd-shim-runc-v2, on PATH.
-	containerd.Env = []string{"PATH=" + p.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
-	return []Process{
+	containerd.Env = []string{"PATH=" + n.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+	return []process.Process{
 		proc("apiserver-forward", "kiln-platform", "forward",
-			fmt.Sprintf("--listen=%s:%d", NodeIP, p.APIServerPort), fmt.Sprintf("--to=127.0.0.1:%d", p.APIServerPort)),
+			fmt.Sprintf("--listen=%s:%d", NodeIP, n.APIServerPort), fmt.Sprintf("--to=127.0.0.1:%d", n.APIServerPort)),
 		containerd,
 		proc("coredns", "coredns", "-conf="+filepath.Join(cfg, "Corefile")),
 		proc("kube-proxy", "kube-proxy", "--config="+filepath.Join(cfg, "kube-proxy.yaml")),
-		proc("kubelet", "kubelet", p.kubeletArgs(filepath.Join(cfg, "kubelet.yaml"), filepath.Join(cfg, "kubelet.kubeconfig"))...),
+		proc("kubelet", "kubelet", n.kubeletArgs(filepath.Join(cfg, "kubelet.yaml"), filepath.Join(cfg, "kubelet.kubeconfig"))...),
 	}
 }
 
-func (p *Platform) realNodeProcess(name string) Process {
-	for _, proc := range p.realNodeProcesses() {
+func (n Node) component(name string) process.Process {
+	for _, proc := range n.Processes() {
 		if proc.Name == name {
 			return proc
 		}
@@ -58,13 +65,10 @@ func (p *Platform) realNodeProcess(name string) Process {
 	panic("no real node process " + name)
 }
 
-// realNodeUp starts the node, or leaves it running. A node found half running (after a
+// Up starts the node, or leaves it running. A node found half running (after a
 // crash) is torn down first.
-func (p *Platform) realNodeUp(ctx context.Context, cs *clientSet) error {
-	if p.RealNodes == 0 {
-		return nil
-	}
-	procs := p.realNodeProcesses()
+func (n Node) Up(ctx context.Context, cs *cluster.Clients) error {
+	procs := n.Processes()
 	running := 0
 	for _, proc := range procs {
 		if _, ok := proc.Running(); ok {
@@ -72,17 +76,17 @@ func (p *Platform) realNodeUp(ctx context.Context, cs *clientSet) error {
 		}
 	}
 	if running == len(procs) {
-		p.logf("real node %s: already running", RealNodeName)
+		n.logf("real node %s: already running", Name)
 		return nil
 	}
-	if err := p.realNodeDown(ctx); err != nil {
+	if err := n.Down(ctx); err != nil {
 		return fmt.Errorf("cleaning up after the real node's last run: %w", err)
 	}
 	start := time.Now()
-	if err := p.recordHostState(); err != nil {
+	if err := n.recordHostState(); err != nil {
 		return err
 	}
-	for _, d := range []string{p.RealNodeDir(), p.RealNodeRunDir(), p.cniConfDir(), p.podLogsDir()} {
+	for _, d := range []string{n.Dir(), n.RuntimeDir(), n.cniConfDir(), n.podLogsDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -90,17 +94,17 @@ func (p *Platform) realNodeUp(ctx context.Context, cs *clientSet) error {
 	if err := bridgeUp(); err != nil {
 		return err
 	}
-	if err := p.setSysctls(); err != nil {
+	if err := n.setSysctls(); err != nil {
 		return err
 	}
-	if err := p.ensureCgroupRoot(); err != nil {
+	if err := n.ensureCgroupRoot(); err != nil {
 		return err
 	}
-	sandbox, err := archiveRef(filepath.Join(p.BinDir, "images", "pause.tar"))
+	sandbox, err := ArchiveRef(filepath.Join(n.BinDir, "images", "pause.tar"))
 	if err != nil {
 		return err
 	}
-	if err := p.writeRealNodeConfigs(ctx, cs, sandbox); err != nil {
+	if err := n.writeConfigs(ctx, cs, sandbox); err != nil {
 		return err
 	}
 	for _, proc := range procs {
@@ -108,33 +112,33 @@ func (p *Platform) realNodeUp(ctx context.Context, cs *clientSet) error {
 			return err
 		}
 		if proc.Name == "containerd" {
-			if err := p.waitContainerd(ctx); err != nil {
+			if err := n.waitContainerd(ctx); err != nil {
 				return err
 			}
-			if err := p.importNodeImages(ctx); err != nil {
+			if err := n.importNodeImages(ctx); err != nil {
 				return err
 			}
 		}
 	}
-	if err := p.waitRealNodeReady(ctx, cs); err != nil {
+	if err := n.waitReady(ctx, cs); err != nil {
 		return err
 	}
-	p.logf("real node %s: Ready in %s (kubelet, containerd, kube-proxy, CoreDNS; pods in %s, Services in %s; logs in %s)",
-		RealNodeName, time.Since(start).Round(100*time.Millisecond), NodePodCIDR, ServiceCIDR, p.LogsDir())
+	n.logf("real node %s: Ready in %s (kubelet, containerd, kube-proxy, CoreDNS; pods in %s, Services in %s; logs in %s)",
+		Name, time.Since(start).Round(100*time.Millisecond), NodePodCIDR, ServiceCIDR, n.LogsDir)
 	return nil
 }
 
-// writeRealNodeConfigs writes each component's configuration and kubeconfig, and applies
+// writeConfigs writes each component's configuration and kubeconfig, and applies
 // the cluster objects they need: CoreDNS's RBAC and the kube-dns Service.
-func (p *Platform) writeRealNodeConfigs(ctx context.Context, cs *clientSet, sandboxImage string) error {
-	cfg := p.ConfigDir()
+func (n Node) writeConfigs(ctx context.Context, cs *cluster.Clients, sandboxImage string) error {
+	cfg := n.ConfigDir
 	kubeconfigs := map[string][]string{
-		"kubelet.kubeconfig":    {"system:node:" + RealNodeName, "system:nodes"},
+		"kubelet.kubeconfig":    {"system:node:" + Name, "system:nodes"},
 		"kube-proxy.kubeconfig": {"system:kube-proxy", "system:authenticated"},
 		"coredns.kubeconfig":    {"system:coredns", "system:authenticated"},
 	}
 	for file, id := range kubeconfigs {
-		out, err := p.kwokctlOutput(ctx, "get", "kubeconfig", "--name", p.ClusterName, "--user", id[0], "--group", id[1])
+		out, err := n.IssueKubeconfig(ctx, id[0], id[1])
 		if err != nil {
 			return err
 		}
@@ -142,43 +146,43 @@ func (p *Platform) writeRealNodeConfigs(ctx context.Context, cs *clientSet, sand
 			return err
 		}
 	}
-	kubelet, err := p.kubeletConfig(filepath.Join(p.ClusterDir(), "pki", "ca.crt"))
+	kubelet, err := n.kubeletConfig(filepath.Join(n.ClusterDir, "pki", "ca.crt"))
 	if err != nil {
 		return err
 	}
-	proxy, err := p.kubeProxyConfig(filepath.Join(cfg, "kube-proxy.kubeconfig"))
+	proxy, err := n.kubeProxyConfig(filepath.Join(cfg, "kube-proxy.kubeconfig"))
 	if err != nil {
 		return err
 	}
-	cni, err := p.cniConfig()
+	cni, err := n.cniConfig()
 	if err != nil {
 		return err
 	}
 	files := map[string][]byte{
-		filepath.Join(cfg, "containerd.toml"):             []byte(p.containerdConfig(sandboxImage)),
+		filepath.Join(cfg, "containerd.toml"):             []byte(n.containerdConfig(sandboxImage)),
 		filepath.Join(cfg, "kubelet.yaml"):                kubelet,
 		filepath.Join(cfg, "kube-proxy.yaml"):             proxy,
-		filepath.Join(cfg, "Corefile"):                    []byte(p.corefile(filepath.Join(cfg, "coredns.kubeconfig"))),
-		filepath.Join(p.cniConfDir(), "10-kiln.conflist"): cni,
+		filepath.Join(cfg, "Corefile"):                    []byte(n.corefile(filepath.Join(cfg, "coredns.kubeconfig"))),
+		filepath.Join(n.cniConfDir(), "10-kiln.conflist"): cni,
 	}
 	for path, data := range files {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
 		}
 	}
-	return cs.apply(ctx, clusterDNSObjects()...)
+	return cs.Apply(ctx, clusterDNSObjects()...)
 }
 
 // clusterDNSObjects are CoreDNS's permissions (as kubeadm grants them) and the kube-dns
 // Service at ClusterDNSIP, whose one endpoint is CoreDNS on the node's address.
 func clusterDNSObjects() []*unstructured.Unstructured {
-	role := object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "system:coredns", map[string]any{
+	role := manifests.Object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "system:coredns", map[string]any{
 		"rules": []any{
 			map[string]any{"apiGroups": []any{""}, "resources": []any{"endpoints", "services", "pods", "namespaces"}, "verbs": []any{"list", "watch"}},
 			map[string]any{"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"list", "watch"}},
 		},
 	})
-	binding := object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "system:coredns", map[string]any{
+	binding := manifests.Object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "system:coredns", map[string]any{
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
 		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}},
 	})
@@ -186,21 +190,21 @@ func clusterDNSObjects() []*unstructured.Unstructured {
 		map[string]any{"name": "dns", "port": int64(53), "protocol": "UDP"},
 		map[string]any{"name": "dns-tcp", "port": int64(53), "protocol": "TCP"},
 	}
-	svc := object("v1", "Service", "kube-system", "kube-dns", map[string]any{
+	svc := manifests.Object("v1", "Service", "kube-system", "kube-dns", map[string]any{
 		"spec": map[string]any{"clusterIP": ClusterDNSIP, "ports": ports},
 	})
 	svc.SetLabels(map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"})
-	slice := object("discovery.k8s.io/v1", "EndpointSlice", "kube-system", "kube-dns-"+RealNodeName, map[string]any{
+	slice := manifests.Object("discovery.k8s.io/v1", "EndpointSlice", "kube-system", "kube-dns-"+Name, map[string]any{
 		"addressType": "IPv4",
-		"endpoints":   []any{map[string]any{"addresses": []any{NodeIP}, "conditions": map[string]any{"ready": true}, "nodeName": RealNodeName}},
+		"endpoints":   []any{map[string]any{"addresses": []any{NodeIP}, "conditions": map[string]any{"ready": true}, "nodeName": Name}},
 		"ports":       ports,
 	})
-	slice.SetLabels(map[string]string{"kubernetes.io/service-name": "kube-dns", "endpointslice.kubernetes.io/managed-by": FieldManager})
+	slice.SetLabels(map[string]string{"kubernetes.io/service-name": "kube-dns", "endpointslice.kubernetes.io/managed-by": cluster.FieldManager})
 	return []*unstructured.Unstructured{role, binding, svc, slice}
 }
 
-// archiveRef is the image name an OCI archive of `make images` carries.
-func archiveRef(file string) (string, error) {
+// ArchiveRef is the image name an OCI archive of `make images` carries.
+func ArchiveRef(file string) (string, error) {
 	ref, err := images.ArchiveRef(file)
 	if err != nil {
 		return "", fmt.Errorf("%w (run `make node-images`)", err)
@@ -208,75 +212,82 @@ func archiveRef(file string) (string, error) {
 	return ref, nil
 }
 
-func (p *Platform) ctr(ctx context.Context, args ...string) ([]byte, error) {
-	args = append([]string{"--address", p.ContainerdSocket(), "--namespace", ContainerdNamespace}, args...)
-	out, err := exec.CommandContext(ctx, p.Bin("ctr"), args...).CombinedOutput()
+func (n Node) ctr(ctx context.Context, args ...string) ([]byte, error) {
+	args = append([]string{"--address", n.ContainerdSocket(), "--namespace", ContainerdNamespace}, args...)
+	out, err := exec.CommandContext(ctx, n.Bin("ctr"), args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return out, nil
 }
 
-func (p *Platform) waitContainerd(ctx context.Context) error {
-	proc := p.realNodeProcess("containerd")
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
+// ImportImage imports an image archive into containerd's k8s.io namespace; content
+// already there is not written again.
+func (n Node) ImportImage(ctx context.Context, archive string) error {
+	_, err := n.ctr(ctx, "images", "import", "--local", archive)
+	return err
+}
+
+func (n Node) waitContainerd(ctx context.Context) error {
+	proc := n.component("containerd")
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, n.Timeout, true, func(ctx context.Context) (bool, error) {
 		if _, ok := proc.Running(); !ok {
-			return false, fmt.Errorf("containerd exited:\n%s", Tail(proc.LogFile(), 20))
+			return false, fmt.Errorf("containerd exited:\n%s", process.Tail(proc.LogFile(), 20))
 		}
-		_, err := p.ctr(ctx, "version")
+		_, err := n.ctr(ctx, "version")
 		return err == nil, nil
 	})
 }
 
 // importNodeImages imports NodeImages into containerd's k8s.io namespace; content already
 // there is not written again.
-func (p *Platform) importNodeImages(ctx context.Context) error {
+func (n Node) importNodeImages(ctx context.Context) error {
 	for _, name := range NodeImages {
-		file := filepath.Join(p.BinDir, "images", name+".tar")
+		file := filepath.Join(n.BinDir, "images", name+".tar")
 		if _, err := os.Stat(file); err != nil {
 			return fmt.Errorf("image %s: %w (run `make node-images`)", name, err)
 		}
 		start := time.Now()
-		if _, err := p.ctr(ctx, "images", "import", "--local", file); err != nil {
+		if err := n.ImportImage(ctx, file); err != nil {
 			return err
 		}
-		p.logf("real node %s: imported %s in %s", RealNodeName, file, time.Since(start).Round(100*time.Millisecond))
+		n.logf("real node %s: imported %s in %s", Name, file, time.Since(start).Round(100*time.Millisecond))
 	}
 	return nil
 }
 
-func (p *Platform) waitRealNodeReady(ctx context.Context, cs *clientSet) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
-		for _, proc := range p.realNodeProcesses() {
+func (n Node) waitReady(ctx context.Context, cs *cluster.Clients) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, n.Timeout, true, func(ctx context.Context) (bool, error) {
+		for _, proc := range n.Processes() {
 			if _, ok := proc.Running(); !ok {
-				return false, fmt.Errorf("%s exited:\n--- %s (last 20 lines)\n%s", proc.Name, proc.LogFile(), Tail(proc.LogFile(), 20))
+				return false, fmt.Errorf("%s exited:\n--- %s (last 20 lines)\n%s", proc.Name, proc.LogFile(), process.Tail(proc.LogFile(), 20))
 			}
 		}
-		n, err := cs.dyn.Resource(nodeGVR).Get(ctx, RealNodeName, metav1.GetOptions{})
+		node, err := cs.Dyn.Resource(cluster.NodeGVR).Get(ctx, Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		return conditionTrue(n, "Ready"), nil
+		return cluster.ConditionTrue(node, "Ready"), nil
 	})
 }
 
-// realNodeDown stops the node and undoes everything it did to this machine, whether it
+// Down stops the node and undoes everything it did to this machine, whether it
 // runs, was stopped or was killed half way: pods' sandboxes are stopped and removed through
 // the CRI (containers killed, networks torn down), the components stopped, anything left
 // killed and unmounted, iptables chains, cgroups, the bridge and the sysctls put back.
-func (p *Platform) realNodeDown(ctx context.Context) error {
+func (n Node) Down(ctx context.Context) error {
 	var errs []error
-	procs := p.realNodeProcesses()
+	procs := n.Processes()
 	stop := func(name string) {
 		for _, proc := range procs {
 			if proc.Name == name {
-				errs = append(errs, p.stopProcess(proc))
+				errs = append(errs, proc.StopReporting(n.Out))
 			}
 		}
 	}
 	stop("kubelet")
-	if _, running := p.realNodeProcess("containerd").Running(); running {
-		if err := p.removeSandboxes(ctx); err != nil {
+	if _, running := n.component("containerd").Running(); running {
+		if err := n.removeSandboxes(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -284,38 +295,38 @@ func (p *Platform) realNodeDown(ctx context.Context) error {
 	stop("kube-proxy")
 	stop("coredns")
 	stop("apiserver-forward")
-	if err := p.removeCgroups(30 * time.Second); err != nil {
+	if err := n.removeCgroups(30 * time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	// containerd's shims outlive it; with their containers gone they have nothing to do.
-	for _, pid := range processesRunning(p.Bin("containerd-shim-runc-v2")) {
+	for _, pid := range processesRunning(n.Bin("containerd-shim-runc-v2")) {
 		_ = killWait(pid, 5*time.Second)
 	}
-	unmounted := p.unmountAll()
+	unmounted := n.unmountAll()
 	errs = append(errs, unmounted)
-	if _, err := os.Stat(p.Bin("kube-proxy")); err == nil && len(iptablesLeftovers()) > 0 {
-		if out, err := exec.CommandContext(ctx, p.Bin("kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+	if _, err := os.Stat(n.Bin("kube-proxy")); err == nil && len(iptablesLeftovers()) > 0 {
+		if out, err := exec.CommandContext(ctx, n.Bin("kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, strings.TrimSpace(string(out))))
 		}
 	}
 	errs = append(errs, removeIPTablesChains(), bridgeDown())
-	for _, l := range p.containerLogLinks() {
+	for _, l := range n.containerLogLinks() {
 		errs = append(errs, os.Remove(l))
 	}
 	if unmounted == nil {
-		// Runtime state only; images and snapshots stay in RealNodeDir for the next run.
-		errs = append(errs, os.RemoveAll(p.RealNodeRunDir()), os.RemoveAll(p.kubeletRootDir()), os.RemoveAll(p.cniIPAMDir()))
-		errs = append(errs, p.restoreHostState())
+		// Runtime state only; images and snapshots stay in Dir for the next run.
+		errs = append(errs, os.RemoveAll(n.RuntimeDir()), os.RemoveAll(n.kubeletRootDir()), os.RemoveAll(n.cniIPAMDir()))
+		errs = append(errs, n.restoreHostState())
 	}
 	return errors.Join(errs...)
 }
 
 // removeSandboxes stops and removes every pod sandbox through the CRI, as the kubelet would:
 // containerd kills the containers, runs the CNI DEL (veth, IP) and removes the netns.
-func (p *Platform) removeSandboxes(ctx context.Context) error {
+func (n Node) removeSandboxes(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	conn, err := grpc.NewClient("unix://"+p.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -336,17 +347,17 @@ func (p *Platform) removeSandboxes(ctx context.Context) error {
 		}
 	}
 	if len(list.Items) > 0 {
-		p.logf("real node %s: removed %d pod sandboxes", RealNodeName, len(list.Items))
+		n.logf("real node %s: removed %d pod sandboxes", Name, len(list.Items))
 	}
 	return errors.Join(errs...)
 }
 
-// RealNodeLeftovers lists what the real node left on this machine: processes, mounts,
+// Leftovers lists what the real node left on this machine: processes, mounts,
 // cgroups, the bridge and its veths, network namespaces, iptables rules, changed sysctls,
 // files in fixed host paths. Empty after `down`.
-func (p *Platform) RealNodeLeftovers() []string {
+func (n Node) Leftovers() []string {
 	var left []string
-	for _, proc := range p.realNodeProcesses() {
+	for _, proc := range n.Processes() {
 		if pids := processesRunning(proc.Path); len(pids) > 0 && proc.Name != "apiserver-forward" {
 			left = append(left, fmt.Sprintf("process %s: pids %v", proc.Path, pids))
 		}
@@ -354,13 +365,13 @@ func (p *Platform) RealNodeLeftovers() []string {
 			left = append(left, fmt.Sprintf("process %s: pid %d", proc.Name, pid))
 		}
 	}
-	if pids := processesRunning(p.Bin("containerd-shim-runc-v2")); len(pids) > 0 {
+	if pids := processesRunning(n.Bin("containerd-shim-runc-v2")); len(pids) > 0 {
 		left = append(left, fmt.Sprintf("containerd shims: pids %v", pids))
 	}
-	for _, m := range p.nodeMounts() {
+	for _, m := range n.nodeMounts() {
 		left = append(left, "mount "+m)
 	}
-	for _, d := range p.cgroupDirs() {
+	for _, d := range n.cgroupDirs() {
 		left = append(left, "cgroup "+d)
 	}
 	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
@@ -375,17 +386,17 @@ func (p *Platform) RealNodeLeftovers() []string {
 		left = append(left, "network namespaces "+strings.Join(ns, " "))
 	}
 	left = append(left, iptablesLeftovers()...)
-	for _, t := range p.nftTablesAdded() {
+	for _, t := range n.nftTablesAdded() {
 		left = append(left, "nftables table "+t)
 	}
-	if _, err := os.Stat(p.hostStateFile()); err == nil {
-		left = append(left, "sysctls and host paths not restored ("+p.hostStateFile()+")")
+	if _, err := os.Stat(n.hostStateFile()); err == nil {
+		left = append(left, "sysctls and host paths not restored ("+n.hostStateFile()+")")
 	}
-	for _, l := range p.containerLogLinks() {
+	for _, l := range n.containerLogLinks() {
 		left = append(left, "log link "+l)
 	}
-	if _, err := os.Stat(p.RealNodeRunDir()); err == nil {
-		left = append(left, "directory "+p.RealNodeRunDir())
+	if _, err := os.Stat(n.RuntimeDir()); err == nil {
+		left = append(left, "directory "+n.RuntimeDir())
 	}
 	return left
 }

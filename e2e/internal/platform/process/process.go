@@ -1,4 +1,6 @@
-package platform
+// Package process runs the platform's long-lived local components: started detached,
+// remembered by PID file, stopped by that PID (never by name).
+package process
 
 import (
 	"bytes"
@@ -128,10 +130,10 @@ func Tail(path string, n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// alive reports whether the process of the PID file exists and is no zombie, whatever it
+// Alive reports whether the process of the PID file exists and is no zombie, whatever it
 // runs: a process started through a wrapper that execs p.Path (Kueue's, unshare then sh)
 // is alive before Running says it runs p.Path.
-func (p Process) alive() bool {
+func (p Process) Alive() bool {
 	data, err := os.ReadFile(p.pidFile())
 	if err != nil {
 		return false

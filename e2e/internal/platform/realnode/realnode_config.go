@@ -1,8 +1,10 @@
-package platform
+package realnode
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,16 +18,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// The real node's identity: its name, and the pool that labels it and taints it.
+const (
+	Name = "kiln-node-0"
+	// LabelNodePool labels every node of the platform, KWOK's and this one, with its pool.
+	LabelNodePool = "kiln.dev/node-pool"
+	// NodePool labels the real node, and is the value of its NoSchedule taint
+	// (Taint): only pods that tolerate it land there.
+	NodePool = "real"
+	Taint    = LabelNodePool
+)
+
 // The real node's network: one bridge on this machine whose host address is the node's
 // IP, pods in its /24, Services in 100.96.0.0/16. All of it inside 100.64.0.0/10 (shared
 // address space, never routed here), outside 10/8, 172.16/12 and 192.168/16.
 const (
-	RealNodeName = "kiln-node-0"
-	// NodePoolReal labels the real node, and is the value of its NoSchedule taint
-	// (TaintRealNode): only pods that tolerate it land there.
-	NodePoolReal  = "real"
-	TaintRealNode = LabelNodePool
-
 	// SharedAddressSpace is 100.64.0.0/10 (RFC 6598), where everything below lives.
 	SharedAddressSpace = "100.64.0.0/10"
 
@@ -43,48 +50,81 @@ const (
 	ContainerdNamespace = "k8s.io"
 )
 
-// RealNodeDir holds the real node's persistent state: containerd's content and snapshots,
-// the kubelet's root directory, pod logs, the CNI configuration and IP allocations.
-func (c Config) RealNodeDir() string { return filepath.Join(c.StateDir, "node") }
+// Node is the real node of one local platform: where its binaries and state live, the
+// cluster it joins, and where it says what it does.
+type Node struct {
+	// BinDir holds the node's binaries: kubelet, containerd and its shim, runc, ctr,
+	// kube-proxy, CoreDNS, the CNI plugins (in cni/), and kiln-platform (its forward).
+	BinDir string
+	// StateDir is the platform's state directory; the node's is Dir, below it.
+	StateDir string
+	// ConfigDir holds the components' generated configuration and kubeconfigs.
+	ConfigDir string
+	// RunDir and LogsDir hold the components' PID files and logs.
+	RunDir, LogsDir string
+	// ClusterName names the cluster, and the node's runtime directory and cgroup.
+	ClusterName string
+	// ClusterDir is kwokctl's directory of the cluster: its CA is in pki/ca.crt.
+	ClusterDir string
+	// APIServerPort is where the apiserver listens on 127.0.0.1.
+	APIServerPort int
+	// Timeout bounds each wait for a component.
+	Timeout time.Duration
+	// IssueKubeconfig returns a kubeconfig for a user in a group (kwokctl get kubeconfig).
+	IssueKubeconfig func(ctx context.Context, user, group string) ([]byte, error)
 
-// RealNodeRunDir is the real node's runtime state on tmpfs, as /run/containerd would be:
+	Out io.Writer
+}
+
+func (n Node) logf(format string, args ...any) {
+	fmt.Fprintf(n.Out, format+"\n", args...)
+}
+
+// Bin is the path of one of the node's binaries.
+func (n Node) Bin(name string) string { return filepath.Join(n.BinDir, name) }
+
+// Dir holds the real node's persistent state: containerd's content and snapshots,
+// the kubelet's root directory, pod logs, the CNI configuration and IP allocations.
+func (n Node) Dir() string { return filepath.Join(n.StateDir, "node") }
+
+// RuntimeDir is the real node's runtime state on tmpfs, as /run/containerd would be:
 // containerd's state, runc's, the shims' sockets (a Unix socket path is limited to 107
 // bytes, and a shim's name alone is 64) and the pods' network namespaces.
-func (c Config) RealNodeRunDir() string { return filepath.Join("/run/kiln", c.ClusterName) }
+func (n Node) RuntimeDir() string { return filepath.Join("/run/kiln", n.ClusterName) }
 
 // ContainerdSocket is containerd's gRPC socket, the kubelet's CRI endpoint.
-func (c Config) ContainerdSocket() string {
-	return filepath.Join(c.RealNodeRunDir(), "containerd.sock")
+func (n Node) ContainerdSocket() string {
+	return filepath.Join(n.RuntimeDir(), "containerd.sock")
 }
 
 // CgroupRoot is the cgroup (in every v1 hierarchy) under which the kubelet makes kubepods.
-func (c Config) CgroupRoot() string { return "/kiln-" + c.ClusterName }
+func (n Node) CgroupRoot() string { return "/kiln-" + n.ClusterName }
 
-func (c Config) kubeletRootDir() string  { return filepath.Join(c.RealNodeDir(), "kubelet") }
-func (c Config) podLogsDir() string      { return filepath.Join(c.RealNodeDir(), "pod-logs") }
-func (c Config) cniConfDir() string      { return filepath.Join(c.RealNodeDir(), "cni", "net.d") }
-func (c Config) cniIPAMDir() string      { return filepath.Join(c.RealNodeDir(), "cni", "networks") }
-func (c Config) containerdRoot() string  { return filepath.Join(c.RealNodeDir(), "containerd") }
-func (c Config) containerdState() string { return filepath.Join(c.RealNodeRunDir(), "containerd") }
+func (n Node) kubeletRootDir() string  { return filepath.Join(n.Dir(), "kubelet") }
+func (n Node) podLogsDir() string      { return filepath.Join(n.Dir(), "pod-logs") }
+func (n Node) cniConfDir() string      { return filepath.Join(n.Dir(), "cni", "net.d") }
+func (n Node) cniIPAMDir() string      { return filepath.Join(n.Dir(), "cni", "networks") }
+func (n Node) containerdRoot() string  { return filepath.Join(n.Dir(), "containerd") }
+func (n Node) containerdState() string { return filepath.Join(n.RuntimeDir(), "containerd") }
 
 // containerdConfig is containerd v2's configuration: everything under the platform's own
 // directories, only the plugins a CRI node needs, runc from bin/, the CNI plugins from
 // bin/cni. restrict_oom_score_adj because this machine's root lacks CAP_SYS_RESOURCE: runc
 // cannot lower a container's OOM score below its own.
-func (c Config) containerdConfig(sandboxImage string) string {
+func (n Node) containerdConfig(sandboxImage string) string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	return strings.Join([]string{
 		`version = 3`,
-		`root = ` + q(c.containerdRoot()),
-		`state = ` + q(c.containerdState()),
+		`root = ` + q(n.containerdRoot()),
+		`state = ` + q(n.containerdState()),
 		`imports = []`,
 		`disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt", "io.containerd.image-verifier.v1.bindir", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.tracing.processor.v1.otlp"]`,
 		`[grpc]`,
-		`  address = ` + q(c.ContainerdSocket()),
+		`  address = ` + q(n.ContainerdSocket()),
 		`[ttrpc]`,
-		`  address = ` + q(c.ContainerdSocket()+".ttrpc"),
+		`  address = ` + q(n.ContainerdSocket()+".ttrpc"),
 		`[plugins."io.containerd.shim.v1.manager"]`,
-		`  socket_dir = ` + q(filepath.Join(c.RealNodeRunDir(), "s")),
+		`  socket_dir = ` + q(filepath.Join(n.RuntimeDir(), "s")),
 		`[plugins."io.containerd.cri.v1.images"]`,
 		`  snapshotter = "overlayfs"`,
 		`  [plugins."io.containerd.cri.v1.images".pinned_images]`,
@@ -98,12 +138,12 @@ func (c Config) containerdConfig(sandboxImage string) string {
 		`    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]`,
 		`      runtime_type = "io.containerd.runc.v2"`,
 		`      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]`,
-		`        BinaryName = ` + q(c.Bin("runc")),
-		`        Root = ` + q(filepath.Join(c.RealNodeRunDir(), "runc")),
+		`        BinaryName = ` + q(n.Bin("runc")),
+		`        Root = ` + q(filepath.Join(n.RuntimeDir(), "runc")),
 		`        SystemdCgroup = false`,
 		`  [plugins."io.containerd.cri.v1.runtime".cni]`,
-		`    bin_dirs = [` + q(filepath.Join(c.BinDir, "cni")) + `]`,
-		`    conf_dir = ` + q(c.cniConfDir()),
+		`    bin_dirs = [` + q(filepath.Join(n.BinDir, "cni")) + `]`,
+		`    conf_dir = ` + q(n.cniConfDir()),
 		`[plugins."io.containerd.grpc.v1.cri"]`,
 		`  disable_tcp_service = true`,
 		`  stream_server_address = "127.0.0.1"`,
@@ -117,7 +157,7 @@ func (c Config) containerdConfig(sandboxImage string) string {
 // directory, hairpin mode so a pod reaches itself through a Service, and portmap for
 // hostPorts. Pods get a route to 100.64.0.0/10 (pods, Services, the node) and no default
 // route, no masquerade: nothing outside this machine is reachable from a pod.
-func (c Config) cniConfig() ([]byte, error) {
+func (n Node) cniConfig() ([]byte, error) {
 	return json.MarshalIndent(map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "kiln",
@@ -132,7 +172,7 @@ func (c Config) cniConfig() ([]byte, error) {
 					"type":    "host-local",
 					"ranges":  []any{[]any{map[string]any{"subnet": NodePodCIDR, "gateway": NodeIP}}},
 					"routes":  []any{map[string]any{"dst": SharedAddressSpace, "gw": NodeIP}},
-					"dataDir": c.cniIPAMDir(),
+					"dataDir": n.cniIPAMDir(),
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}, "snat": false},
@@ -145,7 +185,7 @@ func (c Config) cniConfig() ([]byte, error) {
 // under the node's directories and its pods' cgroups under CgroupRoot, uses cluster DNS
 // and none of the host's, never collects the images imported by the platform (nothing can
 // be pulled here) and runs on cgroup v1, which this machine mounts.
-func (c Config) kubeletConfig(clientCAFile string) ([]byte, error) {
+func (n Node) kubeletConfig(clientCAFile string) ([]byte, error) {
 	cfg := kubeletconfig.KubeletConfiguration{
 		TypeMeta:           metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
 		Address:            NodeIP,
@@ -159,12 +199,12 @@ func (c Config) kubeletConfig(clientCAFile string) ([]byte, error) {
 			Anonymous: kubeletconfig.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
 		},
 		Authorization:               kubeletconfig.KubeletAuthorization{Mode: kubeletconfig.KubeletAuthorizationModeWebhook},
-		ContainerRuntimeEndpoint:    "unix://" + c.ContainerdSocket(),
+		ContainerRuntimeEndpoint:    "unix://" + n.ContainerdSocket(),
 		CgroupDriver:                "cgroupfs",
-		CgroupRoot:                  c.CgroupRoot(),
+		CgroupRoot:                  n.CgroupRoot(),
 		FailCgroupV1:                ptr.To(false),
 		FailSwapOn:                  ptr.To(false),
-		PodLogsDir:                  c.podLogsDir(),
+		PodLogsDir:                  n.podLogsDir(),
 		ClusterDNS:                  []string{ClusterDNSIP},
 		ClusterDomain:               ClusterDomain,
 		ResolverConfig:              ptr.To(""),
@@ -174,7 +214,7 @@ func (c Config) kubeletConfig(clientCAFile string) ([]byte, error) {
 		EvictionHard: map[string]string{
 			"memory.available": "100Mi", "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%",
 		},
-		RegisterWithTaints:        []corev1.Taint{{Key: TaintRealNode, Value: NodePoolReal, Effect: corev1.TaintEffectNoSchedule}},
+		RegisterWithTaints:        []corev1.Taint{{Key: Taint, Value: NodePool, Effect: corev1.TaintEffectNoSchedule}},
 		MaxPods:                   110,
 		RotateCertificates:        false,
 		ServerTLSBootstrap:        false,
@@ -186,16 +226,16 @@ func (c Config) kubeletConfig(clientCAFile string) ([]byte, error) {
 }
 
 // kubeletArgs are the kubelet's flags (what KubeletConfiguration cannot say).
-func (c Config) kubeletArgs(configFile, kubeconfig string) []string {
+func (n Node) kubeletArgs(configFile, kubeconfig string) []string {
 	return []string{
 		"--config=" + configFile,
 		"--kubeconfig=" + kubeconfig,
-		"--root-dir=" + c.kubeletRootDir(),
-		"--hostname-override=" + RealNodeName,
+		"--root-dir=" + n.kubeletRootDir(),
+		"--hostname-override=" + Name,
 		"--node-ip=" + NodeIP,
 		"--node-labels=" + strings.Join([]string{
-			LabelNodePool + "=" + NodePoolReal,
-			"kubernetes.io/hostname=" + RealNodeName,
+			LabelNodePool + "=" + NodePool,
+			"kubernetes.io/hostname=" + Name,
 		}, ","),
 		"--v=1",
 	}
@@ -204,11 +244,11 @@ func (c Config) kubeletArgs(configFile, kubeconfig string) []string {
 // kubeProxyConfig is kube-proxy in iptables mode for ClusterPodCIDR: NodePorts only on
 // the pod network, never on localhost (that would set route_localnet), and conntrack
 // sysctls left as this machine has them.
-func (c Config) kubeProxyConfig(kubeconfig string) ([]byte, error) {
+func (n Node) kubeProxyConfig(kubeconfig string) ([]byte, error) {
 	cfg := kubeproxyconfig.KubeProxyConfiguration{
 		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
 		ClientConnection:   componentbaseconfig.ClientConnectionConfiguration{Kubeconfig: kubeconfig},
-		HostnameOverride:   RealNodeName,
+		HostnameOverride:   Name,
 		BindAddress:        NodeIP,
 		HealthzBindAddress: "127.0.0.1:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
@@ -232,7 +272,7 @@ func (c Config) kubeProxyConfig(kubeconfig string) ([]byte, error) {
 
 // corefile is CoreDNS serving cluster.local on the node's address only; names outside
 // the cluster are refused (nothing outside this machine is reachable).
-func (c Config) corefile(kubeconfig string) string {
+func (n Node) corefile(kubeconfig string) string {
 	return fmt.Sprintf(`.:53 {
     bind %s
     errors

@@ -1,11 +1,30 @@
-package platform
+// Package manifests builds and rewrites the objects the platform applies: upstream
+// releases made to reach their controllers on 127.0.0.1, and small objects of its own.
+package manifests
 
 import (
+	"encoding/base64"
 	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
+
+func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// Object is an object of kind with name (in namespace, unless empty) and the top-level
+// fields in extra.
+func Object(apiVersion, kind, namespace, name string, extra map[string]any) *unstructured.Unstructured {
+	md := map[string]any{"name": name}
+	if namespace != "" {
+		md["namespace"] = namespace
+	}
+	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}
+	for k, v := range extra {
+		obj[k] = v
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
 
 // Addon describes how one upstream release (rendered from its pinned module with
 // `kubectl kustomize config/default`) becomes local: only its CRDs and webhook

@@ -1,4 +1,4 @@
-package platform
+package realnode
 
 import (
 	"encoding/json"
@@ -7,11 +7,30 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 )
+
+// testNode is the real node of the platform's default configuration (platform.DefaultConfig)
+// for a repository at root.
+func testNode(root string) Node {
+	bin := filepath.Join(root, "bin")
+	state := filepath.Join(bin, "platform")
+	return Node{
+		BinDir:        bin,
+		StateDir:      state,
+		ConfigDir:     filepath.Join(state, "config"),
+		RunDir:        filepath.Join(state, "run"),
+		LogsDir:       filepath.Join(state, "logs"),
+		ClusterName:   "kiln",
+		ClusterDir:    filepath.Join(state, "kwok", "clusters", "kiln"),
+		APIServerPort: 16443,
+		Timeout:       90 * time.Second,
+	}
+}
 
 // Every address of the real node's network is in 100.64.0.0/10 and in none of the ranges
 // this machine's other networks may use.
@@ -41,7 +60,7 @@ func TestRealNodeNetworkStaysInSharedAddressSpace(t *testing.T) {
 }
 
 func TestKubeletConfig(t *testing.T) {
-	c := DefaultConfig("/repo")
+	c := testNode("/repo")
 	data, err := c.kubeletConfig("/repo/ca.crt")
 	if err != nil {
 		t.Fatal(err)
@@ -59,21 +78,21 @@ func TestKubeletConfig(t *testing.T) {
 	if *got.Authentication.Anonymous.Enabled || got.Authorization.Mode != kubeletconfig.KubeletAuthorizationModeWebhook {
 		t.Error("kubelet must refuse anonymous requests and authorize through the apiserver")
 	}
-	if len(got.RegisterWithTaints) != 1 || got.RegisterWithTaints[0].Key != TaintRealNode || got.RegisterWithTaints[0].Value != NodePoolReal {
+	if len(got.RegisterWithTaints) != 1 || got.RegisterWithTaints[0].Key != Taint || got.RegisterWithTaints[0].Value != NodePool {
 		t.Errorf("taints %+v", got.RegisterWithTaints)
 	}
 	if got.ResolverConfig == nil || *got.ResolverConfig != "" {
 		t.Error("pods must not get this machine's resolv.conf")
 	}
 	for _, dir := range []string{got.PodLogsDir} {
-		if !strings.HasPrefix(dir, c.RealNodeDir()) {
+		if !strings.HasPrefix(dir, c.Dir()) {
 			t.Errorf("%s is outside the node's directory", dir)
 		}
 	}
 }
 
 func TestKubeProxyConfig(t *testing.T) {
-	data, err := DefaultConfig("/repo").kubeProxyConfig("/k")
+	data, err := testNode("/repo").kubeProxyConfig("/k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +112,7 @@ func TestKubeProxyConfig(t *testing.T) {
 }
 
 func TestCNIConfigRoutesOnlyThePlatformNetwork(t *testing.T) {
-	data, err := DefaultConfig("/repo").cniConfig()
+	data, err := testNode("/repo").cniConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +140,11 @@ func TestCNIConfigRoutesOnlyThePlatformNetwork(t *testing.T) {
 // containerd's shims listen on <socket_dir>/<64 hex digits>; a Unix socket path has at
 // most 107 bytes, whatever the repository's path.
 func TestShimSocketsFitWhereverTheRepositoryIs(t *testing.T) {
-	c := DefaultConfig("/a/very/long/path/to/where/someone/cloned/the/kiln/repository/for/no/good/reason")
-	if n := len(filepath.Join(c.RealNodeRunDir(), "s")) + 1 + 64; n > 107 {
+	c := testNode("/a/very/long/path/to/where/someone/cloned/the/kiln/repository/for/no/good/reason")
+	if n := len(filepath.Join(c.RuntimeDir(), "s")) + 1 + 64; n > 107 {
 		t.Errorf("shim socket paths are %d bytes", n)
 	}
-	if !strings.Contains(c.containerdConfig("kiln.local/pause:x"), `socket_dir = "`+filepath.Join(c.RealNodeRunDir(), "s")+`"`) {
+	if !strings.Contains(c.containerdConfig("kiln.local/pause:x"), `socket_dir = "`+filepath.Join(c.RuntimeDir(), "s")+`"`) {
 		t.Error("containerd's shim socket directory is not the node's run directory")
 	}
 }

@@ -1,4 +1,4 @@
-package platform
+package pki
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package platform
+package process
 
 import (
 	"os"
@@ -39,5 +39,12 @@ func TestProcessRunning(t *testing.T) {
 				t.Errorf("Running() = %d, want %d", gotPID, os.Getpid())
 			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

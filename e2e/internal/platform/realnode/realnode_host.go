@@ -1,4 +1,4 @@
-package platform
+package realnode
 
 import (
 	"bufio"
@@ -61,8 +61,8 @@ func nftTables() []string {
 }
 
 // nftTablesAdded lists the tables that were not there before the node's first change.
-func (c Config) nftTablesAdded() []string {
-	data, err := os.ReadFile(c.hostStateFile())
+func (n Node) nftTablesAdded() []string {
+	data, err := os.ReadFile(n.hostStateFile())
 	if err != nil {
 		return nil
 	}
@@ -87,10 +87,10 @@ func (st hostState) nftTablesAdded() []string {
 	return added
 }
 
-func (c Config) hostStateFile() string { return filepath.Join(c.RealNodeDir(), "host-state.json") }
+func (n Node) hostStateFile() string { return filepath.Join(n.Dir(), "host-state.json") }
 
-func (c Config) recordHostState() error {
-	if _, err := os.Stat(c.hostStateFile()); err == nil {
+func (n Node) recordHostState() error {
+	if _, err := os.Stat(n.hostStateFile()); err == nil {
 		return nil
 	}
 	st := hostState{Sysctls: map[string]string{}, NFTables: nftTables()}
@@ -107,13 +107,13 @@ func (c Config) recordHostState() error {
 		}
 	}
 	data, _ := json.Marshal(st)
-	if err := os.MkdirAll(c.RealNodeDir(), 0o755); err != nil {
+	if err := os.MkdirAll(n.Dir(), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(c.hostStateFile(), data, 0o644)
+	return os.WriteFile(n.hostStateFile(), data, 0o644)
 }
 
-func (c Config) setSysctls() error {
+func (n Node) setSysctls() error {
 	for path, v := range hostSysctls {
 		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
 			return fmt.Errorf("setting %s=%s: %w", path, v, err)
@@ -123,8 +123,8 @@ func (c Config) setSysctls() error {
 }
 
 // restoreHostState puts the sysctls back and removes the hostPaths the node created.
-func (c Config) restoreHostState() error {
-	data, err := os.ReadFile(c.hostStateFile())
+func (n Node) restoreHostState() error {
+	data, err := os.ReadFile(n.hostStateFile())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (c Config) restoreHostState() error {
 	}
 	var st hostState
 	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("%s: %w", c.hostStateFile(), err)
+		return fmt.Errorf("%s: %w", n.hostStateFile(), err)
 	}
 	var errs []error
 	for path, v := range st.Sysctls {
@@ -154,7 +154,7 @@ func (c Config) restoreHostState() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	return os.Remove(c.hostStateFile())
+	return os.Remove(n.hostStateFile())
 }
 
 // bridgeUp creates BridgeName with NodeIP before anything binds that address.
@@ -212,25 +212,25 @@ func cgroupHierarchies() ([]string, error) {
 }
 
 // ensureCgroupRoot creates CgroupRoot in every hierarchy: the kubelet requires it to exist.
-func (c Config) ensureCgroupRoot() error {
+func (n Node) ensureCgroupRoot() error {
 	dirs, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
 	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(d, c.CgroupRoot()), 0o755); err != nil {
-			return fmt.Errorf("creating cgroup %s: %w", filepath.Join(d, c.CgroupRoot()), err)
+		if err := os.MkdirAll(filepath.Join(d, n.CgroupRoot()), 0o755); err != nil {
+			return fmt.Errorf("creating cgroup %s: %w", filepath.Join(d, n.CgroupRoot()), err)
 		}
 	}
 	return nil
 }
 
 // cgroupDirs lists CgroupRoot and every cgroup below it, deepest first.
-func (c Config) cgroupDirs() []string {
+func (n Node) cgroupDirs() []string {
 	hierarchies, _ := cgroupHierarchies()
 	var dirs []string
 	for _, h := range hierarchies {
-		root := filepath.Join(h, c.CgroupRoot())
+		root := filepath.Join(h, n.CgroupRoot())
 		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
@@ -243,10 +243,10 @@ func (c Config) cgroupDirs() []string {
 }
 
 // cgroupPIDs lists the processes in CgroupRoot's subtree: the containers.
-func (c Config) cgroupPIDs() []int {
+func (n Node) cgroupPIDs() []int {
 	seen := map[int]bool{}
 	var pids []int
-	for _, d := range c.cgroupDirs() {
+	for _, d := range n.cgroupDirs() {
 		f, err := os.Open(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			continue
@@ -266,15 +266,15 @@ func (c Config) cgroupPIDs() []int {
 
 // removeCgroups SIGKILLs every process under CgroupRoot until none is left, then removes
 // the cgroups, deepest first.
-func (c Config) removeCgroups(timeout time.Duration) error {
+func (n Node) removeCgroups(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		pids := c.cgroupPIDs()
+		pids := n.cgroupPIDs()
 		if len(pids) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v are still in cgroup %s", pids, c.CgroupRoot())
+			return fmt.Errorf("processes %v are still in cgroup %s", pids, n.CgroupRoot())
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -282,7 +282,7 @@ func (c Config) removeCgroups(timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var errs []error
-	for _, d := range c.cgroupDirs() {
+	for _, d := range n.cgroupDirs() {
 		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
 		}
@@ -293,19 +293,19 @@ func (c Config) removeCgroups(timeout time.Duration) error {
 // nodeMountRoots are the directories under which the node mounts: pods' volumes in the
 // kubelet's root, container root filesystems, sandboxes' /dev/shm and network namespaces
 // in containerd's state, overlay snapshots in containerd's root.
-func (c Config) nodeMountRoots() []string {
-	return []string{c.RealNodeDir(), c.RealNodeRunDir()}
+func (n Node) nodeMountRoots() []string {
+	return []string{n.Dir(), n.RuntimeDir()}
 }
 
 // nodeMounts lists the mount points under the node's directories, deepest first.
-func (c Config) nodeMounts() []string {
+func (n Node) nodeMounts() []string {
 	mounts, err := procfs.GetMounts()
 	if err != nil {
 		return nil
 	}
 	var points []string
 	for _, m := range mounts {
-		for _, root := range c.nodeMountRoots() {
+		for _, root := range n.nodeMountRoots() {
 			if m.MountPoint == root || strings.HasPrefix(m.MountPoint, root+"/") {
 				points = append(points, m.MountPoint)
 			}
@@ -316,10 +316,10 @@ func (c Config) nodeMounts() []string {
 }
 
 // unmountAll detaches every mount under the node's directories.
-func (c Config) unmountAll() error {
+func (n Node) unmountAll() error {
 	var errs []error
 	for range 5 {
-		points := c.nodeMounts()
+		points := n.nodeMounts()
 		if len(points) == 0 {
 			return nil
 		}
@@ -330,7 +330,7 @@ func (c Config) unmountAll() error {
 			}
 		}
 	}
-	if points := c.nodeMounts(); len(points) > 0 {
+	if points := n.nodeMounts(); len(points) > 0 {
 		errs = append(errs, fmt.Errorf("still mounted: %s", strings.Join(points, ", ")))
 	}
 	return errors.Join(errs...)
@@ -477,11 +477,11 @@ func processesRunning(paths ...string) []int {
 
 // containerLogLinks are the kubelet's symlinks in /var/log/containers (a fixed path) to
 // the logs of this node's containers.
-func (c Config) containerLogLinks() []string {
+func (n Node) containerLogLinks() []string {
 	links, _ := filepath.Glob("/var/log/containers/*.log")
 	var ours []string
 	for _, l := range links {
-		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, c.podLogsDir()+"/") {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, n.podLogsDir()+"/") {
 			ours = append(ours, l)
 		}
 	}
@@ -490,10 +490,10 @@ func (c Config) containerLogLinks() []string {
 
 // PodPIDs lists the processes of the real node's pod with this UID, from its cgroup: what
 // a test kills to crash the pod's containers as a machine failure would.
-func (c Config) PodPIDs(uid string) []int {
+func (n Node) PodPIDs(uid string) []int {
 	seen := map[int]bool{}
 	var pids []int
-	for _, d := range c.cgroupDirs() {
+	for _, d := range n.cgroupDirs() {
 		if !strings.Contains(d, "pod"+uid) {
 			continue
 		}

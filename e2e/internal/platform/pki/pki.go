@@ -1,4 +1,5 @@
-package platform
+// Package pki is the certificate authority of the platform's local webhooks and servers.
+package pki
 
 import (
 	"crypto/tls"

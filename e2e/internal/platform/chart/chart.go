@@ -1,0 +1,257 @@
+// Package chart installs Kiln's Helm chart on the local platform, its pods on the real node
+// from the images of `make images` and `make addon-images`.
+package chart
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/pki"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/process"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
+)
+
+// ReleaseName is the chart's release, in Release.Namespace.
+const ReleaseName = "kiln"
+
+// Release is Kiln's chart, charts/kiln, installed on the local platform: Kiln's operator and
+// API server, JobSet and Kueue run as pods on the real node.
+type Release struct {
+	// Root is the repository: the chart is charts/kiln.
+	Root string
+	// BinDir holds helm, kiln-platform (the forwards) and the images of `make images`
+	// and `make addon-images` (images/).
+	BinDir string
+	// StateDir holds helm's state and kubectl's cache.
+	StateDir string
+	// ConfigDir holds the values the chart is installed with.
+	ConfigDir string
+	// Kubeconfig is the admin kubeconfig of the cluster.
+	Kubeconfig string
+	// RunDir and LogsDir hold the forwards' PID files and logs.
+	RunDir, LogsDir string
+	PKI             pki.PKI
+	// Namespace is the release's namespace, the API server's.
+	Namespace string
+	// QueueNamespace is where the chart's default LocalQueue goes.
+	QueueNamespace string
+	// APIPort and APITLSPort are where the API server is forwarded to on 127.0.0.1.
+	APIPort, APITLSPort int
+	// The operator's client budget and TrainJob parallelism.
+	QPS         float64
+	Burst       int
+	Concurrency int
+	// ImportImage imports an image archive into the real node's containerd.
+	ImportImage func(ctx context.Context, archive string) error
+}
+
+// Images are the images the chart's pods run, imported into the real node: Kiln's
+// (make images) and JobSet's and Kueue's (make addon-images).
+var Images = []string{"kiln-operator", "kiln-apiserver", "kiln", "jobset", "kueue"}
+
+// Forwards relay the API server's ports on 127.0.0.1 (where the CLI, the SDKs and the
+// e2e suite reach it in either mode) to its Service.
+func (r Release) Forwards(clusterIP string) []process.Process {
+	proc := func(name string, local, remote int) process.Process {
+		return process.Process{Name: name, Path: filepath.Join(r.BinDir, "kiln-platform"), RunDir: r.RunDir, LogsDir: r.LogsDir, Args: []string{
+			"forward", fmt.Sprintf("--listen=127.0.0.1:%d", local), fmt.Sprintf("--to=%s:%d", clusterIP, remote),
+		}}
+	}
+	return []process.Process{
+		proc("kiln-apiserver-forward", r.APITLSPort, apiServerTLSPort),
+		proc("kiln-apiserver-forward-h2c", r.APIPort, apiServerPort),
+	}
+}
+
+const (
+	apiServerPort    = 8090
+	apiServerTLSPort = 8443
+	tlsSecret        = "kiln-apiserver-tls"
+)
+
+// Values are the values the local platform installs the chart with: Kiln's images
+// as `make images` tagged them, the pods on the real node, the API server serving TLS with
+// the platform's certificate (which names 127.0.0.1, where it is forwarded to).
+func (r Release) Values() (map[string]any, error) {
+	image := func(name string) (map[string]any, error) {
+		ref, err := realnode.ArchiveRef(filepath.Join(r.BinDir, "images", name+".tar"))
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w (`make chart-up` builds it: make images, make addon-images)", name, err)
+		}
+		repo, tag, ok := strings.Cut(ref, ":")
+		registry, repository, _ := strings.Cut(repo, "/")
+		if !ok {
+			return nil, fmt.Errorf("image %s: reference %q has no tag", name, ref)
+		}
+		return map[string]any{"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}, nil
+	}
+	realNode := map[string]any{
+		"nodeSelector": map[string]any{realnode.LabelNodePool: realnode.NodePool},
+		"tolerations":  []any{map[string]any{"key": realnode.Taint, "operator": "Equal", "value": realnode.NodePool, "effect": "NoSchedule"}},
+	}
+	values := map[string]any{}
+	for key, name := range map[string]string{"operator": "kiln-operator", "apiserver": "kiln-apiserver", "tests": "kiln"} {
+		img, err := image(name)
+		if err != nil {
+			return nil, err
+		}
+		v := map[string]any{"image": img, "nodeSelector": realNode["nodeSelector"], "tolerations": realNode["tolerations"]}
+		values[key] = v
+	}
+	op := values["operator"].(map[string]any)
+	op["kubeAPI"] = map[string]any{"qps": r.QPS, "burst": r.Burst}
+	op["concurrency"] = r.Concurrency
+	op["logLevel"] = "debug"
+	api := values["apiserver"].(map[string]any)
+	api["port"] = apiServerPort
+	api["tls"] = map[string]any{"secretName": tlsSecret, "port": apiServerTLSPort}
+
+	// JobSet and Kueue from their upstream charts, with the images of `make addon-images`
+	// and requests that leave the real node's CPUs to the training pods.
+	small := map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "128Mi"}, "limits": map[string]any{"memory": "1Gi"}}
+	jobsetImage, err := image("jobset")
+	if err != nil {
+		return nil, err
+	}
+	kueueImage, err := image("kueue")
+	if err != nil {
+		return nil, err
+	}
+	values["jobset"] = map[string]any{
+		"install": true,
+		"image":   upstreamImage(jobsetImage),
+		"controller": map[string]any{
+			"nodeSelector": realNode["nodeSelector"], "tolerations": realNode["tolerations"], "resources": small,
+		},
+	}
+	values["kueue"] = map[string]any{
+		"install": true,
+		"controllerManager": map[string]any{
+			"manager":      map[string]any{"image": upstreamImage(kueueImage), "resources": small},
+			"nodeSelector": realNode["nodeSelector"], "tolerations": realNode["tolerations"],
+		},
+	}
+	// The chart's default queues, beside the platform's own (Queues): the e2e suite checks
+	// that the hooks create them on a fresh install and delete them on uninstall.
+	values["defaultQueues"] = map[string]any{
+		"enabled":        true,
+		"resourceFlavor": Queue,
+		"clusterQueue":   map[string]any{"name": Queue, "resources": map[string]any{"cpu": "1", "memory": "1Gi"}},
+		"localQueue":     map[string]any{"name": Queue, "namespaces": []any{r.QueueNamespace}},
+	}
+	return values, nil
+}
+
+// Queue names the chart's default ResourceFlavor, ClusterQueue and LocalQueue on the
+// local platform.
+const Queue = "kiln-chart-default"
+
+// upstreamImage is an image in the form JobSet's and Kueue's charts take: registry and
+// repository together.
+func upstreamImage(img map[string]any) map[string]any {
+	return map[string]any{"repository": fmt.Sprintf("%s/%s", img["registry"], img["repository"]), "tag": img["tag"], "pullPolicy": img["pullPolicy"]}
+}
+
+// Up installs (or upgrades) the chart, with Kiln's, JobSet's and Kueue's images imported
+// into the real node, and forwards the API server's ports to its Service.
+func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
+	values, err := r.Values()
+	if err != nil {
+		return err
+	}
+	for _, name := range Images {
+		if err := r.ImportImage(ctx, filepath.Join(r.BinDir, "images", name+".tar")); err != nil {
+			return err
+		}
+	}
+	kc, err := kubernetes.NewForConfig(cs.Config)
+	if err != nil {
+		return err
+	}
+	if err := r.tlsSecret(ctx, cs); err != nil {
+		return err
+	}
+	data, err := yaml.Marshal(values)
+	if err != nil {
+		return err
+	}
+	valuesFile := filepath.Join(r.ConfigDir, "chart-values.yaml")
+	if err := os.WriteFile(valuesFile, data, 0o644); err != nil {
+		return err
+	}
+	if out, err := r.Helm(ctx, "upgrade", "--install", ReleaseName, filepath.Join(r.Root, "charts", "kiln"),
+		"--namespace", r.Namespace, "--values", valuesFile, "--wait", "--timeout", "5m"); err != nil {
+		return fmt.Errorf("installing the chart: %w\n%s%s", err, out, r.podLogs(ctx, kc))
+	}
+	svc, err := kc.CoreV1().Services(r.Namespace).Get(ctx, ReleaseName+"-apiserver", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, f := range r.Forwards(svc.Spec.ClusterIP) {
+		_ = f.Stop(5 * time.Second) // the Service's address may have changed
+		if err := f.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tlsSecret gives the chart's API server the platform's serving certificate.
+func (r Release) tlsSecret(ctx context.Context, cs *cluster.Clients) error {
+	crt, err := os.ReadFile(filepath.Join(r.PKI.ServingDir(), "tls.crt"))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(filepath.Join(r.PKI.ServingDir(), "tls.key"))
+	if err != nil {
+		return err
+	}
+	return cs.Apply(ctx,
+		manifests.Object("v1", "Namespace", "", r.Namespace, nil),
+		manifests.Object("v1", "Secret", r.Namespace, tlsSecret, map[string]any{
+			"type": string(corev1.SecretTypeTLS),
+			"data": map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(crt), "tls.key": base64.StdEncoding.EncodeToString(key)},
+		}),
+	)
+}
+
+// Helm runs bin/helm against the platform, its state under the platform's directory.
+func (r Release) Helm(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(r.BinDir, "helm"), append([]string{"--kubeconfig", r.Kubeconfig}, args...)...)
+	helmDir := filepath.Join(r.StateDir, "helm")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(helmDir, "cache"), "HELM_CONFIG_HOME="+filepath.Join(helmDir, "config"),
+		"HELM_DATA_HOME="+filepath.Join(helmDir, "data"), "KUBECACHEDIR="+filepath.Join(r.StateDir, "kube-cache"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// podLogs is the tail of each pod's log in the release namespace, for errors.
+func (r Release) podLogs(ctx context.Context, kc kubernetes.Interface) string {
+	pods, err := kc.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, pod := range pods.Items {
+		fmt.Fprintf(&b, "--- pod %s: %s\n", pod.Name, pod.Status.Phase)
+		for _, c := range pod.Status.ContainerStatuses {
+			tail := int64(20)
+			logs, _ := kc.CoreV1().Pods(r.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail}).DoRaw(ctx)
+			fmt.Fprintf(&b, "%s\n", logs)
+		}
+	}
+	return b.String()
+}
