@@ -13,17 +13,9 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// The early TrainJob draft, kubeflow.org/v2alpha1 (later trainer.kubeflow.org/v2alpha1),
-// across its revisions: trainingRuntimeRef became runtimeRef, and podSpecOverrides'
-// targetReplicatedJobs became targetJobs.
-type draftTrainJob struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       draftSpec         `json:"spec"`
-	Status     map[string]any    `json:"status,omitempty"`
-}
-
+// The spec of the early TrainJob draft, kubeflow.org/v2alpha1 (later
+// trainer.kubeflow.org/v2alpha1), across its revisions: trainingRuntimeRef became runtimeRef,
+// and podSpecOverrides' targetReplicatedJobs became targetJobs.
 type draftSpec struct {
 	RuntimeRef         *draftRuntimeRef   `json:"runtimeRef,omitempty"`
 	TrainingRuntimeRef *draftRuntimeRef   `json:"trainingRuntimeRef,omitempty"`
@@ -96,12 +88,9 @@ var draftNames = map[string]string{"trainer-node": trainer.NodeName, "trainer": 
 // modelConfig.input to the initializers, labels, annotations and podSpecOverrides to
 // runtime patches, numProcPerNode to a number.
 func convertDraft(doc []byte, c *conversion) (client.Object, error) {
-	var src draftTrainJob
-	if err := unknownFields(doc, &src, c); err != nil {
+	src, err := decode[draftSpec](doc, "TrainJob", c)
+	if err != nil {
 		return nil, err
-	}
-	if src.Metadata.Name == "" {
-		return nil, fmt.Errorf("metadata.name: a TrainJob needs a name")
 	}
 	tj := &trainer.TrainJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -149,6 +150,29 @@ func Convert(data []byte, o Options) (*Result, error) {
 		res.Warnings = append(res.Warnings, c.warnings...)
 	}
 	return res, nil
+}
+
+// source is a document as a conversion reads it: the kind's spec S under the usual envelope
+// (its status is read only so that it is not reported as unknown: it is not carried over).
+type source[S any] struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       S                 `json:"spec"`
+	Status     map[string]any    `json:"status,omitempty"`
+}
+
+// decode reads doc as a source of spec S, noting the fields it does not know; kind names the
+// object in the error when it has no name.
+func decode[S any](doc []byte, kind string, c *conversion) (*source[S], error) {
+	var src source[S]
+	if err := unknownFields(doc, &src, c); err != nil {
+		return nil, err
+	}
+	if src.Metadata.Name == "" {
+		return nil, fmt.Errorf("metadata.name: a %s needs a name", kind)
+	}
+	return &src, nil
 }
 
 // unknownFields decodes doc into typed strictly: a field the source kind does not have (a

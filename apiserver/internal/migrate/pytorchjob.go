@@ -17,16 +17,8 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// The Training Operator v1 PyTorchJob (kubeflow.org/v1), as much of it as a conversion
-// reads: its JSON names, from the operator's release-1.9 API.
-type pyTorchJob struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       pyTorchJobSpec    `json:"spec"`
-	Status     map[string]any    `json:"status,omitempty"`
-}
-
+// The spec of the Training Operator v1 PyTorchJob (kubeflow.org/v1), as much of it as a
+// conversion reads: its JSON names, from the operator's release-1.9 API.
 type pyTorchJobSpec struct {
 	RunPolicy           *runPolicy              `json:"runPolicy,omitempty"`
 	ElasticPolicy       map[string]any          `json:"elasticPolicy,omitempty"`
@@ -86,12 +78,9 @@ var v1Env = []string{"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHON
 // Master's place; torchrun's flags that Kiln sets go; the variables the v1 operator set are
 // set to the same meaning; the pod's scheduling and volumes go into a runtime patch.
 func convertPyTorchJob(doc []byte, c *conversion) (client.Object, error) {
-	var src pyTorchJob
-	if err := unknownFields(doc, &src, c); err != nil {
+	src, err := decode[pyTorchJobSpec](doc, "PyTorchJob", c)
+	if err != nil {
 		return nil, err
-	}
-	if src.Metadata.Name == "" {
-		return nil, fmt.Errorf("metadata.name: a PyTorchJob needs a name")
 	}
 	var master, worker *replicaSpec
 	for _, k := range slices.Sorted(maps.Keys(src.Spec.PyTorchReplicaSpecs)) {

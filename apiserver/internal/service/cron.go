@@ -88,15 +88,7 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 		}
 	}
 	idem.stamp(cj)
-	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
-	if m.GetDryRun() {
-		opts = append(opts, client.DryRunAll)
-	}
-	replayIdem := idem
-	if m.GetDryRun() {
-		replayIdem = nil
-	}
-	cj, replayed, err := createOnce(ctx, s.kube.AsCaller, cj, func() *kiln.CronTrainJob { return &kiln.CronTrainJob{} }, replayIdem, kiln.CronTrainJobKind, what, opts...)
+	cj, replayed, err := createOnce(ctx, s.kube.AsCaller, cj, func() *kiln.CronTrainJob { return &kiln.CronTrainJob{} }, idem, m.GetDryRun(), kiln.CronTrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +108,7 @@ func cronTrainJobFrom(m *kilnv1.CreateCronTrainJobRequest) (*kiln.CronTrainJob, 
 	)
 	switch src := m.GetSource().(type) {
 	case *kilnv1.CreateCronTrainJobRequest_CronTrainJob:
-		errs = validateNamespace(field.NewPath("namespace"), m.GetNamespace(), true)
-		var more field.ErrorList
-		cj, more = request.NewCronTrainJob(m.GetNamespace(), src.CronTrainJob, field.NewPath("cron_train_job"))
-		errs = append(errs, more...)
+		cj, errs = structured(m.GetNamespace(), src.CronTrainJob, "cron_train_job", request.NewCronTrainJob)
 	case *kilnv1.CreateCronTrainJobRequest_Manifest:
 		p := field.NewPath("manifest")
 		cj, errs = request.ParseCronManifest(src.Manifest, p)
@@ -303,7 +292,7 @@ func (s *CronTrainJobs) TriggerCronTrainJob(ctx context.Context, req *connect.Re
 	run.OwnerReferences[0].BlockOwnerDeletion = nil
 	idem.stamp(run)
 	run.Annotations = telemetry.Annotate(ctx, run.Annotations)
-	run, replayed, err := createOnce(ctx, s.kube.AsCaller, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, trainer.TrainJobKind, what, client.FieldOwner(FieldManager))
+	run, replayed, err := createOnce(ctx, s.kube.AsCaller, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, false, trainer.TrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,57 +65,39 @@ func toConnect(what string, err error) error {
 	return cerr
 }
 
-// codeOf maps a Kubernetes status to the Connect code with the same meaning.
+// connectCodes are the Connect codes of Kubernetes statuses: each with the reasons that mean
+// it and, for a status whose reason is none of those, the HTTP codes that do.
+var connectCodes = []struct {
+	code    connect.Code
+	reasons []metav1.StatusReason
+	http    []int32
+}{
+	{connect.CodeInvalidArgument, []metav1.StatusReason{metav1.StatusReasonInvalid, metav1.StatusReasonBadRequest}, []int32{http.StatusBadRequest, http.StatusUnprocessableEntity}},
+	{connect.CodePermissionDenied, []metav1.StatusReason{metav1.StatusReasonForbidden}, []int32{http.StatusForbidden}},
+	{connect.CodeUnauthenticated, []metav1.StatusReason{metav1.StatusReasonUnauthorized}, []int32{http.StatusUnauthorized}},
+	{connect.CodeNotFound, []metav1.StatusReason{metav1.StatusReasonNotFound}, []int32{http.StatusNotFound}},
+	{connect.CodeAlreadyExists, []metav1.StatusReason{metav1.StatusReasonAlreadyExists}, nil},
+	{connect.CodeAborted, []metav1.StatusReason{metav1.StatusReasonConflict}, []int32{http.StatusConflict}},
+	{connect.CodeOutOfRange, []metav1.StatusReason{metav1.StatusReasonGone, metav1.StatusReasonExpired}, []int32{http.StatusGone}},
+	{connect.CodeResourceExhausted, []metav1.StatusReason{metav1.StatusReasonTooManyRequests, metav1.StatusReasonRequestEntityTooLarge}, []int32{http.StatusTooManyRequests}},
+	{connect.CodeDeadlineExceeded, []metav1.StatusReason{metav1.StatusReasonTimeout, metav1.StatusReasonServerTimeout}, []int32{http.StatusGatewayTimeout}},
+	{connect.CodeUnavailable, []metav1.StatusReason{metav1.StatusReasonServiceUnavailable}, []int32{http.StatusBadGateway, http.StatusServiceUnavailable}},
+	{connect.CodeUnimplemented, []metav1.StatusReason{metav1.StatusReasonMethodNotAllowed, metav1.StatusReasonNotAcceptable, metav1.StatusReasonUnsupportedMediaType}, []int32{http.StatusNotImplemented, http.StatusMethodNotAllowed}},
+	{connect.CodeInternal, []metav1.StatusReason{metav1.StatusReasonInternalError}, nil},
+}
+
+// codeOf maps a Kubernetes status to the Connect code with the same meaning: by its reason,
+// else by its HTTP code.
 func codeOf(s metav1.Status) connect.Code {
-	switch s.Reason {
-	case metav1.StatusReasonInvalid, metav1.StatusReasonBadRequest:
-		return connect.CodeInvalidArgument
-	case metav1.StatusReasonForbidden:
-		return connect.CodePermissionDenied
-	case metav1.StatusReasonUnauthorized:
-		return connect.CodeUnauthenticated
-	case metav1.StatusReasonNotFound:
-		return connect.CodeNotFound
-	case metav1.StatusReasonAlreadyExists:
-		return connect.CodeAlreadyExists
-	case metav1.StatusReasonConflict:
-		return connect.CodeAborted
-	case metav1.StatusReasonGone, metav1.StatusReasonExpired:
-		return connect.CodeOutOfRange
-	case metav1.StatusReasonTooManyRequests:
-		return connect.CodeResourceExhausted
-	case metav1.StatusReasonRequestEntityTooLarge:
-		return connect.CodeResourceExhausted
-	case metav1.StatusReasonTimeout, metav1.StatusReasonServerTimeout:
-		return connect.CodeDeadlineExceeded
-	case metav1.StatusReasonServiceUnavailable:
-		return connect.CodeUnavailable
-	case metav1.StatusReasonMethodNotAllowed, metav1.StatusReasonNotAcceptable, metav1.StatusReasonUnsupportedMediaType:
-		return connect.CodeUnimplemented
-	case metav1.StatusReasonInternalError:
-		return connect.CodeInternal
+	for _, c := range connectCodes {
+		if slices.Contains(c.reasons, s.Reason) {
+			return c.code
+		}
 	}
-	switch s.Code {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return connect.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return connect.CodeUnauthenticated
-	case http.StatusForbidden:
-		return connect.CodePermissionDenied
-	case http.StatusNotFound:
-		return connect.CodeNotFound
-	case http.StatusConflict:
-		return connect.CodeAborted
-	case http.StatusGone:
-		return connect.CodeOutOfRange
-	case http.StatusTooManyRequests:
-		return connect.CodeResourceExhausted
-	case http.StatusGatewayTimeout:
-		return connect.CodeDeadlineExceeded
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return connect.CodeUnavailable
-	case http.StatusNotImplemented, http.StatusMethodNotAllowed:
-		return connect.CodeUnimplemented
+	for _, c := range connectCodes {
+		if slices.Contains(c.http, s.Code) {
+			return c.code
+		}
 	}
 	return connect.CodeUnknown
 }

@@ -118,8 +118,14 @@ func (i *idempotency) replay(kind string, existing metav1.Object) error {
 // createOnce creates obj (a kind) as the caller. With a request's idempotency record it
 // makes the request safe to retry: a name taken by another request's object moves obj to
 // the next name of the request's chain, and an object this request created before is
-// returned (replayed) instead of an error. fresh returns an empty object to read into.
-func createOnce[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, idem *idempotency, kind, what string, opts ...client.CreateOption) (T, bool, error) {
+// returned (replayed) instead of an error. fresh returns an empty object to read into. A
+// dry run stores nothing, so it is never replayed: it ignores idem.
+func createOnce[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, idem *idempotency, dryRun bool, kind, what string) (T, bool, error) {
+	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+		idem = nil
+	}
 	for step := 1; ; step++ {
 		err := c.Create(ctx, obj, opts...)
 		if err == nil {

@@ -66,15 +66,7 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	idem.stamp(tj)
 	// The operator's spans for the job continue this call's trace (submit to completion).
 	tj.Annotations = telemetry.Annotate(ctx, tj.Annotations)
-	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
-	if m.GetDryRun() {
-		opts = append(opts, client.DryRunAll)
-	}
-	replayIdem := idem
-	if m.GetDryRun() {
-		replayIdem = nil
-	}
-	tj, replayed, err := createOnce(ctx, s.kube.AsCaller, tj, func() *trainer.TrainJob { return &trainer.TrainJob{} }, replayIdem, trainer.TrainJobKind, what, opts...)
+	tj, replayed, err := createOnce(ctx, s.kube.AsCaller, tj, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, m.GetDryRun(), trainer.TrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +90,7 @@ func trainJobFrom(m *kilnv1.CreateTrainJobRequest) (*trainer.TrainJob, field.Err
 	)
 	switch src := m.GetSource().(type) {
 	case *kilnv1.CreateTrainJobRequest_TrainJob:
-		errs = validateNamespace(field.NewPath("namespace"), m.GetNamespace(), true)
-		var more field.ErrorList
-		tj, more = request.NewTrainJob(m.GetNamespace(), src.TrainJob, field.NewPath("train_job"))
-		errs = append(errs, more...)
+		tj, errs = structured(m.GetNamespace(), src.TrainJob, "train_job", request.NewTrainJob)
 	case *kilnv1.CreateTrainJobRequest_Manifest:
 		tj, errs = request.ParseManifest(src.Manifest, field.NewPath("manifest"))
 		if tj != nil {
@@ -115,6 +104,14 @@ func trainJobFrom(m *kilnv1.CreateTrainJobRequest) (*trainer.TrainJob, field.Err
 		return nil, errs
 	}
 	return tj, nil
+}
+
+// structured decodes a create request's structured object (in, at the request's field
+// path) with decode, in the request's namespace, which it must name.
+func structured[In, Out any](namespace string, in In, path string, decode func(string, In, *field.Path) (Out, field.ErrorList)) (Out, field.ErrorList) {
+	errs := validateNamespace(field.NewPath("namespace"), namespace, true)
+	out, more := decode(namespace, in, field.NewPath(path))
+	return out, append(errs, more...)
 }
 
 // manifestTarget settles a manifest's namespace with the request's, and checks its name.

@@ -67,53 +67,44 @@ var (
 		"TrainJobs managed by Kiln, by state and runtime (computed from the operator's cache at each scrape).",
 		[]string{"state", "runtime"}, nil)
 
-	stateTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_trainjob_transitions_total",
-		Help: "TrainJobs that entered a state (queued, suspended, starting, running, complete, failed), by state and runtime.",
-	}, []string{"state", "runtime"})
+	stateTransitions = counterVec("kiln_trainjob_transitions_total",
+		"TrainJobs that entered a state (queued, suspended, starting, running, complete, failed), by state and runtime.",
+		"state", "runtime")
 
-	deadlinesExceeded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_trainjob_deadlines_exceeded_total",
-		Help: "TrainJobs failed by their activeDeadlineSeconds, by runtime.",
-	}, []string{"runtime"})
+	deadlinesExceeded = counterVec("kiln_trainjob_deadlines_exceeded_total",
+		"TrainJobs failed by their activeDeadlineSeconds, by runtime.",
+		"runtime")
 
-	ttlDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_trainjob_ttl_deletions_total",
-		Help: "Finished TrainJobs deleted by their ttlSecondsAfterFinished, by runtime.",
-	}, []string{"runtime"})
+	ttlDeletions = counterVec("kiln_trainjob_ttl_deletions_total",
+		"Finished TrainJobs deleted by their ttlSecondsAfterFinished, by runtime.",
+		"runtime")
 
-	timerLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kiln_trainjob_timer_lag_seconds",
-		Help:    "From the instant a deadline or TTL fell due to the operator acting on it (the job's Failed status stored, or its deletion issued), by timer.",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
-	}, []string{"timer"})
+	timerLag = histogramVec("kiln_trainjob_timer_lag_seconds",
+		"From the instant a deadline or TTL fell due to the operator acting on it (the job's Failed status stored, or its deletion issued), by timer.",
+		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		"timer")
 
-	queued = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kiln_trainjob_queued_seconds",
-		Help:    "How long a TrainJob waited suspended (in its Kueue queue, or by a user's suspend) before it was admitted or resumed, by runtime.",
-		Buckets: []float64{0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
-	}, []string{"runtime"})
+	queued = histogramVec("kiln_trainjob_queued_seconds",
+		"How long a TrainJob waited suspended (in its Kueue queue, or by a user's suspend) before it was admitted or resumed, by runtime.",
+		[]float64{0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
+		"runtime")
 
-	startup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kiln_trainjob_startup_seconds",
-		Help:    "From a TrainJob's admission (status.startTime) to its first pods ready, by runtime.",
-		Buckets: []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
-	}, []string{"runtime"})
+	startup = histogramVec("kiln_trainjob_startup_seconds",
+		"From a TrainJob's admission (status.startTime) to its first pods ready, by runtime.",
+		[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
+		"runtime")
 
-	restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_trainjob_restarts_total",
-		Help: "Restarts of a TrainJob's pods (the JobSet's failure policy), by reason (the runtime's rule, or Failure) and whether they counted against maxRestarts.",
-	}, []string{"reason", "counted"})
+	restarts = counterVec("kiln_trainjob_restarts_total",
+		"Restarts of a TrainJob's pods (the JobSet's failure policy), by reason (the runtime's rule, or Failure) and whether they counted against maxRestarts.",
+		"reason", "counted")
 
-	jobSetErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_trainjob_jobset_errors_total",
-		Help: "Reconciles that could not bring a TrainJob's JobSet in line, by reason: runtime_not_found, render, rejected (for good), apply (retried), other.",
-	}, []string{"reason"})
+	jobSetErrors = counterVec("kiln_trainjob_jobset_errors_total",
+		"Reconciles that could not bring a TrainJob's JobSet in line, by reason: runtime_not_found, render, rejected (for good), apply (retried), other.",
+		"reason")
 
-	cronRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_crontrainjob_runs_total",
-		Help: "Scheduled runs of CronTrainJobs, by outcome: created, skipped (concurrencyPolicy Forbid), replaced (an active run deleted by Replace), create_failed.",
-	}, []string{"outcome"})
+	cronRuns = counterVec("kiln_crontrainjob_runs_total",
+		"Scheduled runs of CronTrainJobs, by outcome: created, skipped (concurrencyPolicy Forbid), replaced (an active run deleted by Replace), create_failed.",
+		"outcome")
 
 	cronMissed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kiln_crontrainjob_missed_schedules_total",
@@ -132,6 +123,16 @@ var counted = []prometheus.Collector{stateTransitions, deadlinesExceeded, ttlDel
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(counted...)
+}
+
+// counterVec is a counter by these labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// histogramVec is a histogram with these buckets by these labels.
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // jobState is the state a TrainJob's status puts it in; "" for a job no reconcile wrote yet.

@@ -40,12 +40,7 @@ each change made (a torchrun flag removed, a variable set) a note.`,
   kiln convert -f jobs.yaml --runtime torch-distributed-spot -n team-nlp
   kubectl get pytorchjob mnist -o yaml | kiln convert -f - | kubectl apply -f -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunE(o, runF, run),
 	}
 	cmd.Flags().StringVarP(&o.File, "filename", "f", "", `the manifests to convert ("-" for standard input)`)
 	cmd.Flags().StringVar(&o.Runtime, "runtime", "", "the ClusterTrainingRuntime the results run on (default torch-distributed)")

@@ -28,10 +28,7 @@ func NewCmdDelete(f *factory.Factory, runF func(context.Context, *Options) error
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
+			return factory.Run(cmd.Context(), o, runF, run)
 		},
 	}
 }

@@ -35,13 +35,7 @@ func NewCmdDescribe(f *factory.Factory, runF func(context.Context, *Options) err
 		Short:   "Describe a training job: state and why, timers, queue position, steps, events",
 		Example: `  kiln describe mnist`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:    factory.RunNameE(o, &o.Name, runF, run),
 	}
 }
 
@@ -65,23 +59,18 @@ func run(ctx context.Context, o *Options) error {
 
 // Describe renders a job; eventsErr says why events are missing (nil when they are not).
 func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events []*kilnv1.Event, eventsErr error) string {
-	var b strings.Builder
-	field := func(name, value string) {
-		if value != "" {
-			fmt.Fprintf(&b, "%-16s%s\n", name+":", value)
-		}
-	}
+	d := printer.NewDescription(16)
 	sp, st := j.GetSpec(), j.GetStatus()
-	field("Name", j.GetName())
-	field("Namespace", j.GetNamespace())
-	field("Created", printer.Age(now, j.GetCreateTime().AsTime())+" ago")
+	d.Field("Name", j.GetName())
+	d.Field("Namespace", j.GetNamespace())
+	d.Field("Created", printer.Age(now, j.GetCreateTime().AsTime())+" ago")
 	kind := "ClusterTrainingRuntime"
 	if sp.GetRuntimeKind() == kilnv1.RuntimeKind_RUNTIME_KIND_NAMESPACED {
 		kind = "TrainingRuntime"
 	}
-	field("Runtime", fmt.Sprintf("%s (%s)", sp.GetRuntime(), kind))
-	field("Image", cmp.Or(sp.GetImage(), "the runtime's"))
-	field("Command", strings.Join(append(slices.Clone(sp.GetCommand()), sp.GetArgs()...), " "))
+	d.Field("Runtime", fmt.Sprintf("%s (%s)", sp.GetRuntime(), kind))
+	d.Field("Image", cmp.Or(sp.GetImage(), "the runtime's"))
+	d.Field("Command", strings.Join(append(slices.Clone(sp.GetCommand()), sp.GetArgs()...), " "))
 	nodes := "the runtime's"
 	if sp.GetNodes() > 0 {
 		nodes = fmt.Sprint(sp.GetNodes())
@@ -89,23 +78,16 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 	if r := resources(sp.GetResourcesPerNode()); r != "" {
 		nodes += ", each " + r
 	}
-	field("Nodes", nodes)
+	d.Field("Nodes", nodes)
 	if sp.GetProcsPerNode() > 0 {
-		field("Procs per node", fmt.Sprint(sp.GetProcsPerNode()))
+		d.Field("Procs per node", fmt.Sprint(sp.GetProcsPerNode()))
 	}
-	field("Dataset", sp.GetDatasetUri())
-	field("Model", sp.GetModelUri())
+	d.Field("Dataset", sp.GetDatasetUri())
+	d.Field("Model", sp.GetModelUri())
 	for _, e := range sp.GetEnv() {
-		field("Env", e.GetName()+"="+e.GetValue())
+		d.Field("Env", e.GetName()+"="+e.GetValue())
 	}
-	if len(j.GetLabels()) > 0 {
-		keys := slices.Sorted(maps.Keys(j.GetLabels()))
-		var ls []string
-		for _, k := range keys {
-			ls = append(ls, k+"="+j.GetLabels()[k])
-		}
-		field("Labels", strings.Join(ls, ", "))
-	}
+	d.Labels(j.GetLabels())
 	if cron := j.GetLabels()[printer.LabelSchedule]; cron != "" {
 		run := "a run of schedule " + cron
 		if at := j.GetAnnotations()[printer.AnnotationScheduledTime]; at != "" {
@@ -114,16 +96,16 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		if by := j.GetAnnotations()[printer.AnnotationTriggeredBy]; by != "" {
 			run += ", triggered by " + by
 		}
-		field("Schedule", run)
+		d.Field("Schedule", run)
 	}
-	b.WriteString("\n")
+	d.WriteString("\n")
 
 	state := printer.StateColor(io, st.GetState())(printer.StateName(st.GetState()))
 	if st.GetReason() != "" {
 		state += " (" + st.GetReason() + ")"
 	}
-	field("State", state)
-	field("Message", st.GetMessage())
+	d.Field("State", state)
+	d.Field("Message", st.GetMessage())
 	if q := st.GetQueue(); q != nil || sp.GetQueue() != "" {
 		queue := cmp.Or(q.GetLocalQueue(), sp.GetQueue())
 		if q.GetClusterQueue() != "" {
@@ -135,31 +117,31 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		if q.GetAdmitted() {
 			queue += ", admitted"
 		}
-		field("Queue", queue)
+		d.Field("Queue", queue)
 	}
 	if sp.GetPriorityClass() != "" {
-		field("Priority class", sp.GetPriorityClass())
+		d.Field("Priority class", sp.GetPriorityClass())
 	}
 	if st.GetStartTime() != nil {
-		field("Started", printer.Age(now, st.GetStartTime().AsTime())+" ago")
+		d.Field("Started", printer.Age(now, st.GetStartTime().AsTime())+" ago")
 	}
 	if st.GetCompletionTime() != nil {
-		field("Finished", printer.Age(now, st.GetCompletionTime().AsTime())+" ago")
+		d.Field("Finished", printer.Age(now, st.GetCompletionTime().AsTime())+" ago")
 	}
 	finished := st.GetState() == kilnv1.State_STATE_COMPLETE || st.GetState() == kilnv1.State_STATE_FAILED
 	switch {
 	case finished && st.ActiveDeadlineSeconds != nil:
-		field("Deadline", printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)+" of running")
+		d.Field("Deadline", printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)+" of running")
 	case st.GetDeadlineTime() != nil:
-		field("Deadline", fmt.Sprintf("%s (after %s of running)", printer.Until(now, st.GetDeadlineTime().AsTime()), printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)))
+		d.Field("Deadline", fmt.Sprintf("%s (after %s of running)", printer.Until(now, st.GetDeadlineTime().AsTime()), printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)))
 	case st.ActiveDeadlineSeconds != nil:
-		field("Deadline", fmt.Sprintf("after %s of running (counts while it runs)", printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)))
+		d.Field("Deadline", fmt.Sprintf("after %s of running (counts while it runs)", printer.Duration(time.Duration(st.GetActiveDeadlineSeconds())*time.Second)))
 	}
 	switch {
 	case st.GetTtlDeleteTime() != nil:
-		field("TTL", fmt.Sprintf("deleted %s by TTL", printer.Until(now, st.GetTtlDeleteTime().AsTime())))
+		d.Field("TTL", fmt.Sprintf("deleted %s by TTL", printer.Until(now, st.GetTtlDeleteTime().AsTime())))
 	case st.TtlSecondsAfterFinished != nil:
-		field("TTL", fmt.Sprintf("deleted %s after it finishes", printer.Duration(time.Duration(st.GetTtlSecondsAfterFinished())*time.Second)))
+		d.Field("TTL", fmt.Sprintf("deleted %s after it finishes", printer.Duration(time.Duration(st.GetTtlSecondsAfterFinished())*time.Second)))
 	}
 	if r := st.GetRestarts(); r != nil {
 		restarts := fmt.Sprintf("%d (%d of maxRestarts %d counted; disruptions do not count)", r.GetCount(), r.GetCountedTowardsMax(), r.GetMaxRestarts())
@@ -169,11 +151,10 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 				restarts += " " + printer.Age(now, r.GetLastRestartTime().AsTime()) + " ago"
 			}
 		}
-		field("Restarts", restarts)
+		d.Field("Restarts", restarts)
 	}
 
 	if tl := timeline(j, events); len(tl) > 1 {
-		b.WriteString("\nTimeline:\n")
 		t := printer.NewTable(io, "AGE", "WHAT", "AFTER", "DETAIL").Aligned()
 		for i, m := range tl {
 			after := "-"
@@ -182,10 +163,9 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 			}
 			t.Row(printer.Age(now, m.at)+" ago", m.what, after, cmp.Or(m.detail, "-"))
 		}
-		_ = t.Render(indent{&b})
+		d.Section("Timeline", t, nil, "")
 	}
 	if len(st.GetSteps()) > 0 {
-		b.WriteString("\nSteps:\n")
 		t := printer.NewTable(io, "STEP", "PHASE", "NODE", "DEVICES", "RESTARTS", "STARTED", "REASON").Aligned()
 		for _, s := range st.GetSteps() {
 			started := "-"
@@ -198,38 +178,18 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 			}
 			t.Row(s.GetName(), s.GetPhase(), cmp.Or(s.GetNode(), "-"), devices(s.GetDevices()), fmt.Sprint(s.GetRestarts()), started, cmp.Or(reason, "-"))
 		}
-		_ = t.Render(indent{&b})
+		d.Section("Steps", t, nil, "")
 	}
-	b.WriteString("\nEvents:\n")
-	switch {
-	case eventsErr != nil:
-		fmt.Fprintf(&b, "  (not shown: %s)\n", factory.Message(eventsErr, ""))
-	case len(events) == 0:
-		b.WriteString("  none\n")
-	default:
-		t := printer.NewTable(io, "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE").Aligned()
-		for _, e := range events {
-			age := printer.Age(now, e.GetLastTime().AsTime())
-			if e.GetCount() > 1 {
-				age += fmt.Sprintf(" (x%d)", e.GetCount())
-			}
-			t.Row(age, e.GetType(), e.GetReason(), e.GetObject(), e.GetMessage())
+	t := printer.NewTable(io, "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE").Aligned()
+	for _, e := range events {
+		age := printer.Age(now, e.GetLastTime().AsTime())
+		if e.GetCount() > 1 {
+			age += fmt.Sprintf(" (x%d)", e.GetCount())
 		}
-		_ = t.Render(indent{&b})
+		t.Row(age, e.GetType(), e.GetReason(), e.GetObject(), e.GetMessage())
 	}
-	return b.String()
-}
-
-// indent writes each line two spaces in.
-type indent struct{ b *strings.Builder }
-
-func (w indent) Write(p []byte) (int, error) {
-	for _, line := range strings.SplitAfter(string(p), "\n") {
-		if line != "" {
-			w.b.WriteString("  " + line)
-		}
-	}
-	return len(p), nil
+	d.Section("Events", t, eventsErr, "none")
+	return d.String()
 }
 
 func resources(r *kilnv1.Resources) string {

@@ -32,13 +32,7 @@ timers, steps, conditions) with the API's field names; -o manifest prints the Ku
   kiln get mnist -o json | jq .status.state
   kiln get mnist -o manifest > mnist.yaml`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunNameE(o, &o.Name, runF, run),
 	}
 	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd

@@ -42,12 +42,7 @@ API's field names.`,
   kiln list -l team=nlp -o wide
   kiln list -o json | jq -r '.train_jobs[].name'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunE(o, runF, run),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list the jobs of every namespace you may list")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector, e.g. team=nlp,stage!=dev")

@@ -41,10 +41,7 @@ until the job finished.`,
 			if !cmd.Flags().Changed("tail") {
 				o.Tail = -1
 			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
+			return factory.Run(cmd.Context(), o, runF, run)
 		},
 	}
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "follow the logs until the job finished")

@@ -35,12 +35,7 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Use:   "list",
 		Short: "List LocalQueues: pending and admitted jobs, quota used of nominal",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunE(o, runF, run),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "every namespace you may list")
 	outputs.AddFlag(cmd, &o.Output, "")

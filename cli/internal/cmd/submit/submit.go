@@ -76,10 +76,7 @@ runs are this job, as ` + "`kiln schedule create`" + ` does.`,
 			}
 			o.Job.Changed(cmd)
 			o.Schedule.Changed(cmd)
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
+			return factory.Run(cmd.Context(), o, runF, run)
 		},
 	}
 	o.Job.Add(cmd)

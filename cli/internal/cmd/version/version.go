@@ -31,12 +31,7 @@ func NewCmdVersion(f *factory.Factory, runF func(context.Context, *Options) erro
 		Use:   "version",
 		Short: "Show the client's and the server's versions, and who you are to the server",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunE(o, runF, run),
 	}
 	cmd.Flags().BoolVar(&o.Client, "client", false, "only the client's version (no server needed)")
 	outputs.AddFlag(cmd, &o.Output, "")

@@ -40,13 +40,7 @@ reach the state (it completed, or was deleted).`,
 		Example: `  kiln wait mnist --for Complete --timeout 1h && echo trained
   kiln wait mnist --for Running`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunNameE(o, &o.Name, runF, run),
 	}
 	cmd.Flags().StringVar(&o.For, "for", "Complete", "state to wait for: Complete, Failed, Running, Queued or Suspended")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (exit 4); 0 waits forever")

@@ -24,17 +24,11 @@ func NewCmdDeleteContext(f *factory.Factory, runF func(context.Context, *Options
 		Use:   "delete-context NAME",
 		Short: "Delete a context",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(o)
-		},
+		RunE:  factory.RunNameE(o, &o.Name, runF, run),
 	}
 }
 
-func run(o *Options) error {
+func run(_ context.Context, o *Options) error {
 	f := o.Factory
 	cfg, err := clientconfig.Load(f.ConfigPath)
 	if err != nil {

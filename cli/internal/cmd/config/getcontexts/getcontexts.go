@@ -23,16 +23,11 @@ func NewCmdGetContexts(f *factory.Factory, runF func(context.Context, *Options) 
 		Use:   "get-contexts",
 		Short: "List the contexts (* marks the current one)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(o)
-		},
+		RunE:  factory.RunE(o, runF, run),
 	}
 }
 
-func run(o *Options) error {
+func run(_ context.Context, o *Options) error {
 	f := o.Factory
 	cfg, err := clientconfig.Load(f.ConfigPath)
 	if err != nil {

@@ -46,10 +46,7 @@ The token may come from a file (--token-file, - for standard input) so it stays 
 			for _, flag := range []string{"server", "token", "token-file", "certificate-authority", "namespace"} {
 				o.changed[flag] = cmd.Flags().Changed(flag)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(o)
+			return factory.Run(cmd.Context(), o, runF, run)
 		},
 	}
 	fl := cmd.Flags()
@@ -63,7 +60,7 @@ The token may come from a file (--token-file, - for standard input) so it stays 
 	return cmd
 }
 
-func run(o *Options) error {
+func run(_ context.Context, o *Options) error {
 	f, c := o.Factory, o.Context
 	cfg, err := clientconfig.Load(f.ConfigPath)
 	if err != nil {

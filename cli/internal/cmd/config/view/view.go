@@ -25,18 +25,13 @@ func NewCmdView(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Use:   "view",
 		Short: "Print the configuration (tokens hidden unless --raw)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(o)
-		},
+		RunE:  factory.RunE(o, runF, run),
 	}
 	cmd.Flags().BoolVar(&o.Raw, "raw", false, "show tokens")
 	return cmd
 }
 
-func run(o *Options) error {
+func run(_ context.Context, o *Options) error {
 	f := o.Factory
 	cfg, err := clientconfig.Load(f.ConfigPath)
 	if err != nil {

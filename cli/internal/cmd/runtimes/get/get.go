@@ -30,13 +30,7 @@ func NewCmdGet(f *factory.Factory, runF func(context.Context, *Options) error) *
 		Use:   "get NAME",
 		Short: "Show a runtime: framework, image, nodes, devices, run policy",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunNameE(o, &o.Name, runF, run),
 	}
 	cmd.Flags().BoolVar(&o.Namespaced, "namespaced", false, "a TrainingRuntime of the namespace, not a ClusterTrainingRuntime")
 	outputs.AddFlag(cmd, &o.Output, "")

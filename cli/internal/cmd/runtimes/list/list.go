@@ -26,12 +26,7 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Use:   "list",
 		Short: "List the cluster's runtimes and the namespace's",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunE(o, runF, run),
 	}
 	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd

@@ -63,10 +63,7 @@ $KILN_SCHEDULED_TIME (RFC 3339), to pick its data window.`,
 			o.Job.Name = before[0]
 			o.Job.Changed(cmd)
 			o.Schedule.Changed(cmd)
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return Run(cmd.Context(), o)
+			return factory.Run(cmd.Context(), o, runF, Run)
 		},
 	}
 	o.Job.Add(cmd)

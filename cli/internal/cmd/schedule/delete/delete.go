@@ -27,13 +27,7 @@ func NewCmdDelete(f *factory.Factory, runF func(context.Context, *Options) error
 		Short: "Delete a schedule and its runs",
 		Long:  "Delete a schedule and, unless --keep-runs, its runs.",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunNameE(o, &o.Name, runF, run),
 	}
 	cmd.Flags().BoolVar(&o.KeepRuns, "keep-runs", false, "keep the runs (they lose their owner)")
 	return cmd

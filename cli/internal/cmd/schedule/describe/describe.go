@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -32,13 +31,7 @@ func NewCmdDescribe(f *factory.Factory, runF func(context.Context, *Options) err
 		Use:   "describe NAME",
 		Short: "Describe a schedule: when it runs, what, and its runs",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunNameE(o, &o.Name, runF, run),
 	}
 }
 
@@ -62,90 +55,61 @@ func run(ctx context.Context, o *Options) error {
 
 // Describe renders a schedule and its runs; runsErr says why the runs are missing.
 func Describe(io *iostreams.IOStreams, now time.Time, cj *kilnv1.CronTrainJob, rs []*kilnv1.TrainJob, runsErr error) string {
-	var b strings.Builder
-	field := func(name, value string) {
-		if value != "" {
-			fmt.Fprintf(&b, "%-20s%s\n", name+":", value)
-		}
-	}
+	d := printer.NewDescription(20)
 	sp, st := cj.GetSpec(), cj.GetStatus()
 	run := sp.GetTrainJob().GetSpec()
-	field("Name", cj.GetName())
-	field("Namespace", cj.GetNamespace())
-	field("Created", printer.Age(now, cj.GetCreateTime().AsTime())+" ago")
-	field("Schedule", sp.GetSchedule()+" ("+cmp.Or(sp.GetTimeZone(), "UTC")+")")
-	field("Concurrency policy", printer.PolicyName(sp.GetConcurrencyPolicy()))
+	d.Field("Name", cj.GetName())
+	d.Field("Namespace", cj.GetNamespace())
+	d.Field("Created", printer.Age(now, cj.GetCreateTime().AsTime())+" ago")
+	d.Field("Schedule", sp.GetSchedule()+" ("+cmp.Or(sp.GetTimeZone(), "UTC")+")")
+	d.Field("Concurrency policy", printer.PolicyName(sp.GetConcurrencyPolicy()))
 	if sp.StartingDeadlineSeconds != nil {
-		field("Starting deadline", printer.Duration(time.Duration(sp.GetStartingDeadlineSeconds())*time.Second)+" after the scheduled time")
+		d.Field("Starting deadline", printer.Duration(time.Duration(sp.GetStartingDeadlineSeconds())*time.Second)+" after the scheduled time")
 	}
-	field("Suspended", fmt.Sprint(sp.GetSuspend()))
+	d.Field("Suspended", fmt.Sprint(sp.GetSuspend()))
 	keep := func(p *int32, def int32) string {
 		if p != nil {
 			return fmt.Sprint(*p)
 		}
 		return fmt.Sprint(def)
 	}
-	field("History", fmt.Sprintf("keeps %s completed, %s failed runs", keep(sp.SuccessfulJobsHistoryLimit, 3), keep(sp.FailedJobsHistoryLimit, 1)))
-	if len(cj.GetLabels()) > 0 {
-		var ls []string
-		for _, k := range slices.Sorted(maps.Keys(cj.GetLabels())) {
-			ls = append(ls, k+"="+cj.GetLabels()[k])
-		}
-		field("Labels", strings.Join(ls, ", "))
-	}
-	b.WriteString("\nEach run:\n")
-	field("  Runtime", run.GetRuntime())
-	field("  Image", cmp.Or(run.GetImage(), "the runtime's"))
-	field("  Command", strings.Join(append(slices.Clone(run.GetCommand()), run.GetArgs()...), " "))
+	d.Field("History", fmt.Sprintf("keeps %s completed, %s failed runs", keep(sp.SuccessfulJobsHistoryLimit, 3), keep(sp.FailedJobsHistoryLimit, 1)))
+	d.Labels(cj.GetLabels())
+	d.WriteString("\nEach run:\n")
+	d.Field("  Runtime", run.GetRuntime())
+	d.Field("  Image", cmp.Or(run.GetImage(), "the runtime's"))
+	d.Field("  Command", strings.Join(append(slices.Clone(run.GetCommand()), run.GetArgs()...), " "))
 	if run.GetNodes() > 0 {
-		field("  Nodes", fmt.Sprint(run.GetNodes()))
+		d.Field("  Nodes", fmt.Sprint(run.GetNodes()))
 	}
-	field("  Queue", run.GetQueue())
+	d.Field("  Queue", run.GetQueue())
 	if run.ActiveDeadlineSeconds != nil {
-		field("  Deadline", printer.Duration(time.Duration(run.GetActiveDeadlineSeconds())*time.Second)+" of running")
+		d.Field("  Deadline", printer.Duration(time.Duration(run.GetActiveDeadlineSeconds())*time.Second)+" of running")
 	}
-	b.WriteString("\n")
-	field("Next run", strings.TrimSuffix(strings.TrimPrefix(printer.NextRun(cj, now), "Next run: "), "."))
+	d.WriteString("\n")
+	d.Field("Next run", strings.TrimSuffix(strings.TrimPrefix(printer.NextRun(cj, now), "Next run: "), "."))
 	if st.GetLastScheduleTime() != nil {
-		field("Last scheduled", st.GetLastScheduleTime().AsTime().UTC().Format(time.RFC3339)+" ("+printer.Age(now, st.GetLastScheduleTime().AsTime())+" ago)")
+		d.Field("Last scheduled", st.GetLastScheduleTime().AsTime().UTC().Format(time.RFC3339)+" ("+printer.Age(now, st.GetLastScheduleTime().AsTime())+" ago)")
 	}
 	if st.GetLastSuccessfulTime() != nil {
-		field("Last success", printer.Age(now, st.GetLastSuccessfulTime().AsTime())+" ago")
+		d.Field("Last success", printer.Age(now, st.GetLastSuccessfulTime().AsTime())+" ago")
 	}
-	field("Active", strings.Join(st.GetActive(), ", "))
+	d.Field("Active", strings.Join(st.GetActive(), ", "))
 	for _, c := range st.GetConditions() {
 		if c.GetStatus() != "True" {
-			field("Not "+strings.ToLower(c.GetType()), c.GetReason()+": "+c.GetMessage())
+			d.Field("Not "+strings.ToLower(c.GetType()), c.GetReason()+": "+c.GetMessage())
 		}
 	}
-	b.WriteString("\nRuns:\n")
-	switch {
-	case runsErr != nil:
-		fmt.Fprintf(&b, "  (not shown: %s)\n", factory.Message(runsErr, ""))
-	case len(rs) == 0:
-		b.WriteString("  none yet\n")
-	default:
-		t := printer.NewTable(io, "NAME", "SCHEDULED FOR", "STATE", "AGE").Aligned()
-		for _, j := range rs {
-			at := cmp.Or(j.GetAnnotations()[printer.AnnotationScheduledTime], "-")
-			if j.GetAnnotations()[printer.AnnotationTriggeredBy] != "" {
-				at += " (triggered)"
-			}
-			st := j.GetStatus()
-			t.ColoredRow([]string{j.GetName(), at, printer.StateName(st.GetState()), printer.Age(now, j.GetCreateTime().AsTime())},
-				[]func(string) string{nil, nil, printer.StateColor(io, st.GetState()), nil})
+	t := printer.NewTable(io, "NAME", "SCHEDULED FOR", "STATE", "AGE").Aligned()
+	for _, j := range rs {
+		at := cmp.Or(j.GetAnnotations()[printer.AnnotationScheduledTime], "-")
+		if j.GetAnnotations()[printer.AnnotationTriggeredBy] != "" {
+			at += " (triggered)"
 		}
-		for _, line := range strings.SplitAfter(renderString(t), "\n") {
-			if line != "" {
-				b.WriteString("  " + line)
-			}
-		}
+		st := j.GetStatus()
+		t.ColoredRow([]string{j.GetName(), at, printer.StateName(st.GetState()), printer.Age(now, j.GetCreateTime().AsTime())},
+			[]func(string) string{nil, nil, printer.StateColor(io, st.GetState()), nil})
 	}
-	return b.String()
-}
-
-func renderString(t *printer.Table) string {
-	var b strings.Builder
-	_ = t.Render(&b)
-	return b.String()
+	d.Section("Runs", t, runsErr, "none yet")
+	return d.String()
 }

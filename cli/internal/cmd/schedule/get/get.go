@@ -27,13 +27,7 @@ func NewCmdGet(f *factory.Factory, runF func(context.Context, *Options) error) *
 		Short: "Show one schedule",
 		Long:  "Show one schedule as a table row, or all of it with -o json or -o yaml.",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE:  factory.RunNameE(o, &o.Name, runF, run),
 	}
 	outputs.AddFlag(cmd, &o.Output, "")
 	return cmd

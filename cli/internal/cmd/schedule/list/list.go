@@ -31,12 +31,7 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Long: `List the schedules of the namespace (or all namespaces with -A): NAME, SCHEDULE, TIMEZONE,
 SUSPEND, ACTIVE (runs not finished), LAST SCHEDULE, NEXT, AGE.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunE(o, runF, run),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list the schedules of every namespace you may list")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector, e.g. team=nlp")

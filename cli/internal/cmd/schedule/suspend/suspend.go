@@ -44,13 +44,7 @@ within the schedule's starting deadline (as for a CronJob).`,
 func newCmd(f *factory.Factory, runF func(context.Context, *Options) error, suspend bool, cmd *cobra.Command) *cobra.Command {
 	o := &Options{Factory: f, Suspend: suspend}
 	cmd.Args = cobra.ExactArgs(1)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		o.Name = args[0]
-		if runF != nil {
-			return runF(cmd.Context(), o)
-		}
-		return run(cmd.Context(), o)
-	}
+	cmd.RunE = factory.RunNameE(o, &o.Name, runF, run)
 	return cmd
 }
 

@@ -31,13 +31,7 @@ func NewCmdTrigger(f *factory.Factory, runF func(context.Context, *Options) erro
 		Long: `Create a run of a schedule now (as kubectl create job --from=cronjob/NAME). It is one of the
 schedule's runs: it counts as active for Forbid and Replace, and the history limits keep or delete it.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return run(cmd.Context(), o)
-		},
+		RunE: factory.RunNameE(o, &o.Name, runF, run),
 	}
 	cmd.Flags().StringVar(&o.RequestID, "request-id", "", "id that makes retries of this trigger safe (default: random)")
 	outputs.AddFlag(cmd, &o.Output, "name: print only the run's name")
