@@ -9,7 +9,6 @@ import (
 	"connectrpc.com/grpcreflect"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"

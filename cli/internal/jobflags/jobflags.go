@@ -102,9 +102,6 @@ func (j *Job) Add(cmd *cobra.Command) {
 	fl.StringVar(&j.RequestID, "request-id", "", "id that makes retries of this submit safe (default: random)")
 }
 
-// outputs are what -o takes, for a job or a schedule.
-var outputs = printer.Formats{printer.FormatJSON, printer.FormatYAML, printer.FormatName}
-
 // Request builds the CreateTrainJob request, checking the flags; -n (f.Namespace) is its
 // namespace, when given.
 func (j *Job) Request(f *factory.Factory) (*kilnv1.CreateTrainJobRequest, error) {

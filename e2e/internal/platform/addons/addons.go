@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-
 	"sigs.k8s.io/yaml"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
