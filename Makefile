@@ -12,11 +12,14 @@ export KUBECACHEDIR := $(BIN)/kube-cache
 
 # Tools are built from pinned modules under tools/, one module per tool, outside go.work.
 # scheduler-library is served by the proxy but unknown to the checksum database; its
-# checksum is pinned in tools/kueue/go.sum.
+# checksum is pinned in tools/platform/go.sum.
 TOOLS_ENV := GOWORK=off GOFLAGS=-mod=readonly GONOSUMDB=sigs.k8s.io/scheduler-library GOBIN=
 GO_BUILD := go build -trimpath -ldflags '-s -w'
 
-KUBE_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' tools/kube/go.mod)
+# The platform's Kubernetes side (the kube binaries, KWOK, JobSet, Kueue) is one module,
+# tools/platform: the packages they share compile once, at one version, all static.
+PLATFORM_MODULE := tools/platform/go.mod tools/platform/go.sum
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2; exit}' tools/platform/go.mod)
 KUBE_MAJOR := $(word 1,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION))))
 KUBE_MINOR := $(word 2,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION))))
 # kwokctl reads `--version` to choose flags, so the servers must report their real version.
@@ -159,7 +162,7 @@ $(BIN)/images/pause.tar: $(call go_sources,build/cmd/kiln-pause build/cmd/kiln-i
 $(ADDON_IMAGES): $(BIN)/images/%.tar: $(BIN)/% $(call go_sources,build/cmd/kiln-images build/images)
 	@mkdir -p $(IMAGES_BUILD)/linux_$(HOST_ARCH)
 	ln -sf $(BIN)/$* $(IMAGES_BUILD)/linux_$(HOST_ARCH)/$*
-	version="$$(cd tools/$* && $(TOOLS_ENV) go list -m -f '{{.Version}}' sigs.k8s.io/$*)"; \
+	version="$$(cd tools/platform && $(TOOLS_ENV) go list -m -f '{{.Version}}' sigs.k8s.io/$*)"; \
 		go run ./build/cmd/kiln-images --out $(BIN)/images --binaries $(IMAGES_BUILD) --platforms linux/$(HOST_ARCH) \
 		--version "$$version" --revision "$$version" --source https://github.com/kubernetes-sigs/$* $*
 
@@ -211,8 +214,8 @@ push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <imag
 # its CRDs among its templates, so `helm uninstall` would delete them, every queue and
 # Workload with them, and hang on their finalizers once Kueue's controller is gone. Kiln
 # keeps CRDs by policy, so the copy marks each with helm.sh/resource-policy: keep.
-charts/kiln/charts/%/Chart.yaml: tools/%/go.mod tools/%/go.sum
-	dir="$$($(call module_dir,$*,sigs.k8s.io/$*))"; rm -rf $(@D) && mkdir -p $(dir $(@D)) && cp -R "$$dir/charts/$*" $(@D)
+charts/kiln/charts/%/Chart.yaml: $(PLATFORM_MODULE)
+	dir="$$($(call module_dir,platform,sigs.k8s.io/$*))"; rm -rf $(@D) && mkdir -p $(dir $(@D)) && cp -R "$$dir/charts/$*" $(@D)
 	chmod -R u+w $(@D)
 	if [ -d $(@D)/templates/crd ]; then \
 		sed -i '0,/^  annotations:$$/s//  annotations:\n    helm.sh\/resource-policy: keep/' $(@D)/templates/crd/*.yaml; \
@@ -227,14 +230,14 @@ chart-package: $(BIN)/helm $(CHART_DEPS) ## Package the chart with its dependenc
 .PHONY: chart-deps
 chart-deps: $(CHART_DEPS) ## Copy the chart's dependencies, JobSet's and Kueue's upstream charts, from the pinned modules into charts/kiln/charts.
 
-$(BIN)/manifests/jobset.yaml: tools/jobset/go.mod tools/jobset/go.sum | $(BIN)/kubectl
+$(BIN)/manifests/jobset.yaml: $(PLATFORM_MODULE) | $(BIN)/kubectl
 	@mkdir -p $(@D)
-	dir="$$($(call module_dir,jobset,sigs.k8s.io/jobset))"; kubectl kustomize "$$dir/config/default" > $@.tmp
+	dir="$$($(call module_dir,platform,sigs.k8s.io/jobset))"; kubectl kustomize "$$dir/config/default" > $@.tmp
 	mv $@.tmp $@
 
-$(BIN)/manifests/kueue.yaml: tools/kueue/go.mod tools/kueue/go.sum | $(BIN)/kubectl
+$(BIN)/manifests/kueue.yaml: $(PLATFORM_MODULE) | $(BIN)/kubectl
 	@mkdir -p $(@D)
-	dir="$$($(call module_dir,kueue,sigs.k8s.io/kueue))"; kubectl kustomize "$$dir/config/default" > $@.tmp
+	dir="$$($(call module_dir,platform,sigs.k8s.io/kueue))"; kubectl kustomize "$$dir/config/default" > $@.tmp
 	mv $@.tmp $@
 
 # Upstream Kubeflow Trainer's CRDs, webhook configurations and runtimes, for `make bench`.
@@ -244,9 +247,9 @@ $(BIN)/manifests/trainer.yaml: tools/trainer/go.mod tools/trainer/go.sum | $(BIN
 		for k in crds webhook runtimes; do echo "---"; kubectl kustomize "$$dir/$$k"; done > $@.tmp
 	mv $@.tmp $@
 
-$(BIN)/manifests/kwok-stages.yaml: tools/kwok/go.mod tools/kwok/go.sum
+$(BIN)/manifests/kwok-stages.yaml: $(PLATFORM_MODULE)
 	@mkdir -p $(@D)
-	dir="$$($(call module_dir,kwok,sigs.k8s.io/kwok))/kustomize/stage"; \
+	dir="$$($(call module_dir,platform,sigs.k8s.io/kwok))/kustomize/stage"; \
 		for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/$$f"; done > $@.tmp
 	mv $@.tmp $@
 
@@ -278,8 +281,10 @@ node-host-packages:
 	@command -v iptables-restore >/dev/null && command -v conntrack >/dev/null && command -v nft >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq iptables conntrack nftables; }
 
-$(addprefix $(BIN)/,$(KUBE_BINARIES)): tools/kube/go.mod tools/kube/go.sum
-	cd tools/kube && $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
+# Static, all of them (the kubelet too, unlike upstream's release), so that they, KWOK, JobSet
+# and Kueue share every compiled package, and the same binaries go into images.
+$(addprefix $(BIN)/,$(KUBE_BINARIES)): $(PLATFORM_MODULE)
+	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
 
 $(BIN)/etcd: tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	cd tools/etcd && $(TOOLS_ENV) $(GO_BUILD) -o $@ .
@@ -287,16 +292,16 @@ $(BIN)/etcd: tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 $(BIN)/trainer-controller-manager: tools/trainer/go.mod tools/trainer/go.sum
 	cd tools/trainer && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 
-$(BIN)/kwok $(BIN)/kwokctl: tools/kwok/go.mod tools/kwok/go.sum
-	cd tools/kwok && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kwok/cmd/$(@F)
+$(BIN)/kwok $(BIN)/kwokctl: $(PLATFORM_MODULE)
+	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kwok/cmd/$(@F)
 
 # JobSet and Kueue are static (no cgo): the same binaries run as the platform's processes
 # and, as /manager, in the images of the chart's local install (make addon-images).
-$(BIN)/jobset: tools/jobset/go.mod tools/jobset/go.sum
-	cd tools/jobset && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/jobset
+$(BIN)/jobset: $(PLATFORM_MODULE)
+	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/jobset
 
-$(BIN)/kueue: tools/kueue/go.mod tools/kueue/go.sum
-	cd tools/kueue && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kueue/cmd/kueue
+$(BIN)/kueue: $(PLATFORM_MODULE)
+	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kueue/cmd/kueue
 
 $(BIN)/controller-gen: tools/controller-gen/go.mod tools/controller-gen/go.sum
 	cd tools/controller-gen && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -313,7 +318,7 @@ $(BIN)/protoc-gen-go: tools/protoc-gen-go/go.mod tools/protoc-gen-go/go.sum
 $(BIN)/protoc-gen-connect-go: tools/protoc-gen-connect-go/go.mod tools/protoc-gen-connect-go/go.sum
 	cd tools/protoc-gen-connect-go && $(TOOLS_ENV) $(GO_BUILD) -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 
-# The real node: kubelet and kube-proxy (tools/kube), containerd, runc, the CNI plugins, CoreDNS.
+# The real node: kubelet and kube-proxy (tools/platform), containerd, runc, the CNI plugins, CoreDNS.
 # Static binaries except runc, whose seccomp filter needs cgo and Debian's libseccomp.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: tools/containerd/go.mod tools/containerd/go.sum
 	cd tools/containerd && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -tags no_btrfs -o $@ github.com/containerd/containerd/v2/cmd/$(@F)

@@ -44,7 +44,7 @@ func New(opts Options) (*envtest.Environment, error) {
 			return nil, fmt.Errorf("%s not found in %s: run `make test-integration`, which builds it", bin, assets)
 		}
 	}
-	jobset, err := pinned.ModuleDir("jobset", "sigs.k8s.io/jobset")
+	jobset, err := pinned.ModuleDir("platform", "sigs.k8s.io/jobset")
 	if err != nil {
 		return nil, fmt.Errorf("locating the pinned JobSet module: %w", err)
 	}
@@ -53,7 +53,7 @@ func New(opts Options) (*envtest.Environment, error) {
 		filepath.Join(jobset, "config", "components", "crd", "bases"),
 	}
 	if opts.Kueue {
-		kueue, err := pinned.ModuleDir("kueue", "sigs.k8s.io/kueue")
+		kueue, err := pinned.ModuleDir("platform", "sigs.k8s.io/kueue")
 		if err != nil {
 			return nil, fmt.Errorf("locating the pinned Kueue module: %w", err)
 		}

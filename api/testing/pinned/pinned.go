@@ -53,7 +53,7 @@ func ModuleDir(tool, module string) (string, error) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = filepath.Join(root, "tools", tool)
 		// The tool modules live outside go.work. scheduler-library (a Kueue dependency) is
-		// unknown to the checksum database; its checksum is pinned in tools/kueue/go.sum.
+		// unknown to the checksum database; its checksum is pinned in tools/platform/go.sum.
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "GONOSUMDB=sigs.k8s.io/scheduler-library")
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

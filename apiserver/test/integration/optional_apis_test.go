@@ -58,7 +58,7 @@ var _ = Describe("An API server started before Kueue", Ordered, func() {
 	})
 
 	It("serves Kueue's queues once Kueue is installed, without a restart", func(ctx context.Context) {
-		kueue, err := pinned.ModuleDir("kueue", "sigs.k8s.io/kueue")
+		kueue, err := pinned.ModuleDir("platform", "sigs.k8s.io/kueue")
 		Expect(err).NotTo(HaveOccurred())
 		_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
 			Paths: []string{filepath.Join(kueue, "config", "components", "crd", "bases")}, ErrorIfPathMissing: true,

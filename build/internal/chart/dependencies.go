@@ -14,10 +14,12 @@ import (
 )
 
 // Dependency is one of the umbrella chart's dependencies: an upstream chart that lives in
-// the Go module a tools/ directory pins.
+// the Go module a tools/ module pins.
 type Dependency struct {
-	// Name is the chart's name and its tools/ directory.
+	// Name is the chart's name.
 	Name string
+	// Tool is the tools/ module that pins Module.
+	Tool string
 	// Module is the Go module holding charts/<Name>.
 	Module string
 	// ImageTag is the path, in the umbrella chart's values, of the dependency's image tag.
@@ -26,25 +28,27 @@ type Dependency struct {
 
 // Dependencies are JobSet's and Kueue's charts.
 var Dependencies = []Dependency{
-	{Name: "jobset", Module: "sigs.k8s.io/jobset", ImageTag: []string{"jobset", "image", "tag"}},
-	{Name: "kueue", Module: "sigs.k8s.io/kueue", ImageTag: []string{"kueue", "controllerManager", "manager", "image", "tag"}},
+	{Name: "jobset", Tool: "platform", Module: "sigs.k8s.io/jobset", ImageTag: []string{"jobset", "image", "tag"}},
+	{Name: "kueue", Tool: "platform", Module: "sigs.k8s.io/kueue", ImageTag: []string{"kueue", "controllerManager", "manager", "image", "tag"}},
 }
 
 // ownKeys are the keys of a dependency's values that are the umbrella chart's, not the
 // dependency chart's: `install` (its condition) and Helm's `global`.
 var ownKeys = map[string]bool{"install": true, "global": true}
 
-// PinnedModule is where and at which version tools/<name> pins module.
-func PinnedModule(root, name, module string) (version, dir string, err error) {
+// PinnedModule is where and at which version tools/<tool> pins module.
+func PinnedModule(root, tool, module string) (version, dir string, err error) {
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.Command("go", args...)
-		cmd.Dir = filepath.Join(root, "tools", name)
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		cmd.Dir = filepath.Join(root, "tools", tool)
+		// scheduler-library (a Kueue dependency) is unknown to the checksum database; its
+		// checksum is pinned in the tool module's go.sum.
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "GONOSUMDB=sigs.k8s.io/scheduler-library")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("go %s in tools/%s: %w: %s", strings.Join(args, " "), name, err, stderr.String())
+			return nil, fmt.Errorf("go %s in tools/%s: %w: %s", strings.Join(args, " "), tool, err, stderr.String())
 		}
 		return out, nil
 	}
@@ -91,7 +95,7 @@ func CheckDependencies(root string) error {
 	}
 	var problems []string
 	for _, dep := range Dependencies {
-		version, dir, err := PinnedModule(root, dep.Name, dep.Module)
+		version, dir, err := PinnedModule(root, dep.Tool, dep.Module)
 		if err != nil {
 			return err
 		}
@@ -101,7 +105,7 @@ func CheckDependencies(root string) error {
 			if d.Name == dep.Name {
 				found = true
 				if d.Version != chartVersion {
-					problems = append(problems, fmt.Sprintf("Chart.yaml: dependency %s has version %s; tools/%s pins %s: set it to %s", dep.Name, d.Version, dep.Name, version, chartVersion))
+					problems = append(problems, fmt.Sprintf("Chart.yaml: dependency %s has version %s; tools/%s pins %s: set it to %s", dep.Name, d.Version, dep.Tool, version, chartVersion))
 				}
 			}
 		}
@@ -109,7 +113,7 @@ func CheckDependencies(root string) error {
 			problems = append(problems, fmt.Sprintf("Chart.yaml: no dependency %s (version %s)", dep.Name, chartVersion))
 		}
 		if tag := lookup(values, dep.ImageTag); tag != version {
-			problems = append(problems, fmt.Sprintf("values.yaml: %s is %v; tools/%s pins %s: set it to %s", strings.Join(dep.ImageTag, "."), tag, dep.Name, version, version))
+			problems = append(problems, fmt.Sprintf("values.yaml: %s is %v; tools/%s pins %s: set it to %s", strings.Join(dep.ImageTag, "."), tag, dep.Tool, version, version))
 		}
 		var upstream map[string]any
 		if err := readYAML(filepath.Join(dir, "charts", dep.Name, "values.yaml"), &upstream); err != nil {

@@ -80,8 +80,8 @@ func TestCheckDependencies(t *testing.T) {
 		t.Fatal("drift went unnoticed")
 	}
 	for _, want := range []string{
-		"Chart.yaml: dependency jobset has version 0.11.0; tools/jobset pins v0.12.0: set it to 0.12.0",
-		"values.yaml: kueue.controllerManager.manager.image.tag is release-0.19; tools/kueue pins v0.19.0",
+		"Chart.yaml: dependency jobset has version 0.11.0; tools/platform pins v0.12.0: set it to 0.12.0",
+		"values.yaml: kueue.controllerManager.manager.image.tag is release-0.19; tools/platform pins v0.19.0",
 		"properties.jobset lacks controller, a key of jobset's chart",
 		"properties.jobset.properties.enabled is not a key of jobset's chart",
 		`properties.jobset.properties.image has type "string"; in jobset's chart it is "object"`,

@@ -1,9 +1,0 @@
-//go:build tools
-
-// Package tools records the commands this module builds, so `go mod tidy` keeps them.
-package tools
-
-import (
-	_ "sigs.k8s.io/kwok/cmd/kwok"
-	_ "sigs.k8s.io/kwok/cmd/kwokctl"
-)
