@@ -336,6 +336,9 @@ $(addprefix $(BIN)/cni/,$(CNI_PLUGINS)): tools/cni-plugins/go.mod tools/cni-plug
 $(BIN)/coredns: tools/coredns/go.mod tools/coredns/go.sum
 	cd tools/coredns && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/coredns/coredns
 
+$(BIN)/ginkgo: tools/ginkgo/go.mod tools/ginkgo/go.sum
+	cd tools/ginkgo && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/onsi/ginkgo/v2/ginkgo
+
 $(BIN)/golangci-lint: tools/golangci-lint/go.mod tools/golangci-lint/go.sum
 	cd tools/golangci-lint && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
@@ -481,8 +484,16 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $
 # machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables
 # rules or nftables tables, sysctls, files in host paths).
 .PHONY: test-e2e
-test-e2e: $(SDK_TS_DIST) ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
+# The e2e suite's specs run in E2E_PROCS processes at once (ginkgo's CLI; `go test` runs one);
+# specs marked Serial (they kill components, fill the fleet, or train on the real node) run
+# alone, after the others.
+E2E_PROCS ?= 3
+
+test-e2e: $(SDK_TS_DIST) $(BIN)/ginkgo ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
 	$(MAKE) platform-down $(if $(filter chart,$(KILN_INSTALL)),chart-up,platform-up)
-	rc=0; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
-		go test -count=1 -timeout 30m -v ./e2e/test/e2e/... $(if $(filter chart,$(KILN_INSTALL)),-ginkgo.label-filter=$(E2E_CHART_LABELS)) || rc=$$?; \
+	rc=0; rm -f $(BIN)/e2e-times-$(KILN_INSTALL).txt; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+		KILN_E2E_TIMES=$(BIN)/e2e-times-$(KILN_INSTALL).txt \
+		ginkgo --procs=$(E2E_PROCS) --timeout=30m --no-color --poll-progress-after=180s \
+			$(if $(filter chart,$(KILN_INSTALL)),--label-filter=$(E2E_CHART_LABELS)) ./e2e/test/e2e || rc=$$?; \
+		cat $(BIN)/e2e-times-$(KILN_INSTALL).txt 2>/dev/null || true; \
 		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc

@@ -151,7 +151,9 @@ for e in json.load(sys.stdin):
         print(json.dumps({"name": e["name"], "error": type(x).__name__, "message": str(x)}))
 `
 
-var _ = Describe("Bad requests through the API, the CLI and the Python SDK", Label(chartMode), func() {
+// Serial: it checks that the default queue's usage never rises, which other specs' jobs
+// in that queue would make it do.
+var _ = Describe("Bad requests through the API, the CLI and the Python SDK", Label(chartMode), Serial, func() {
 	It("are each refused naming the field, flag or parameter, and leave no job, workload or quota behind", func(ctx SpecContext) {
 		root, config := os.Getenv("KILN_ROOT"), os.Getenv("KILN_CONFIG")
 		if root == "" || config == "" {

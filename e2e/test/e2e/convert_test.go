@@ -59,7 +59,8 @@ spec:
       template: *pod
 `
 
-var _ = Describe("Bringing a PyTorchJob over", func() {
+// Serial: it trains on the real node (see "Fault tolerance on the real node").
+var _ = Describe("Bringing a PyTorchJob over", Serial, func() {
 	It("runs a PyTorchJob converted by `kiln submit --convert` to completion, with the world size and ranks it had", func(ctx context.Context) {
 		requireRealNode(ctx)
 		name := fmt.Sprintf("migrated-%d", GinkgoRandomSeed()%100000)

@@ -204,7 +204,9 @@ func restartsOf(ctx context.Context, g Gomega, ns, name string) trainer.Restarts
 	return *tj.Status.Restarts
 }
 
-var _ = Describe("Fault tolerance on the real node", func() {
+// Serial, like every spec that trains on the real node: two torch jobs at once on this
+// machine's two cores would make each one's timing the other's.
+var _ = Describe("Fault tolerance on the real node", Serial, func() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
 	It("survives losing a node: emergency checkpoint, group restart not counted, every rank resumes, exactly N steps", func(ctx context.Context) {
@@ -361,7 +363,8 @@ var _ = Describe("Fault tolerance on the real node", func() {
 	})
 })
 
-var _ = Describe("Fault tolerance at scale (KWOK)", func() {
+// Serial: its 100 jobs fill the fleet.
+var _ = Describe("Fault tolerance at scale (KWOK)", Serial, func() {
 	It("completes 100 spot jobs whose pods are evicted once each, none counting against its budget", func(ctx context.Context) {
 		const jobs = 100
 		ns := newNamespace(ctx, "ft-kwok")

@@ -279,7 +279,8 @@ func events(ctx context.Context, g Gomega, ns, name, reason string) []eventsv1.E
 	return out
 }
 
-var _ = Describe("TrainJob lifecycle across operator restarts", func() {
+// Serial: it kills the operator, which every other spec relies on.
+var _ = Describe("TrainJob lifecycle across operator restarts", Serial, func() {
 	It("fires a deadline that passed while the operator was killed as soon as it is back", func(ctx context.Context) {
 
 		ns := newNamespace(ctx, "restart")

@@ -118,7 +118,8 @@ while True:
     time.sleep(0.2)
 '`
 
-var _ = Describe("the real node", func() {
+// Serial: see "Fault tolerance on the real node".
+var _ = Describe("the real node", Serial, func() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
 	It("runs real processes: logs, exec, port-forward and in-cluster access to the apiserver", func(ctx context.Context) {

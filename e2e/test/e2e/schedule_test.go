@@ -129,7 +129,8 @@ var _ = Describe("CronTrainJob on the platform", func() {
 		AddReportEntry("cron firings", seen)
 	})
 
-	It("creates the run of a time that fell due while the operator was killed, once: not zero, not two", func(ctx context.Context) {
+	// Serial: it kills the operator, which every other spec relies on.
+	It("creates the run of a time that fell due while the operator was killed, once: not zero, not two", Serial, func(ctx context.Context) {
 		ns := newNamespace(ctx, "cron-restart")
 		cj := cronTrainJob(ns, "unattended", "* * * * *", kiln.AllowConcurrent)
 		cj.Spec.StartingDeadlineSeconds = ptr.To[int64](120)

@@ -69,7 +69,16 @@ var _ = BeforeSuite(func() {
 
 // Where the suite's time went, longest spec first: the e2e budget is spent by mode
 // (e2e/README.md), and this is the table to read when it tightens.
+// With KILN_E2E_TIMES set (make test-e2e sets it) the table goes to that file: in parallel
+// runs ginkgo keeps a passing suite's output to itself.
 var _ = ReportAfterSuite("spec times", func(r Report) {
+	if name := os.Getenv("KILN_E2E_TIMES"); name != "" {
+		f, err := os.Create(name)
+		Expect(err).NotTo(HaveOccurred())
+		defer f.Close()
+		framework.PrintSpecTimes(f, r)
+		return
+	}
 	framework.PrintSpecTimes(os.Stdout, r)
 })
 
