@@ -59,8 +59,8 @@ spec:
       template: *pod
 `
 
-// Serial: it trains on the real node (see "Fault tolerance on the real node").
-var _ = Describe("Bringing a PyTorchJob over", Serial, func() {
+// convertSpecs train on the real node (see onTheRealNode).
+func convertSpecs() {
 	It("runs a PyTorchJob converted by `kiln submit --convert` to completion, with the world size and ranks it had", func(ctx context.Context) {
 		requireRealNode(ctx)
 		name := fmt.Sprintf("migrated-%d", GinkgoRandomSeed()%100000)
@@ -87,4 +87,4 @@ var _ = Describe("Bringing a PyTorchJob over", Serial, func() {
 		sort.Strings(lines)
 		Expect(strings.Join(lines, "\n")).To(Equal("node 0 rank 0 of 4\nnode 0 rank 1 of 4\nnode 1 rank 2 of 4\nnode 1 rank 3 of 4"))
 	})
-})
+}

@@ -204,9 +204,8 @@ func restartsOf(ctx context.Context, g Gomega, ns, name string) trainer.Restarts
 	return *tj.Status.Restarts
 }
 
-// Serial, like every spec that trains on the real node: two torch jobs at once on this
-// machine's two cores would make each one's timing the other's.
-var _ = Describe("Fault tolerance on the real node", Serial, func() {
+// faultToleranceSpecs train on the real node (see onTheRealNode).
+func faultToleranceSpecs() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
 	It("survives losing a node: emergency checkpoint, group restart not counted, every rank resumes, exactly N steps", func(ctx context.Context) {
@@ -361,7 +360,7 @@ var _ = Describe("Fault tolerance on the real node", Serial, func() {
 		// Failed at once by the rule of exit code 78, which only kiln.torchrun passes on.
 		Expect(tj.Status.Restarts.Count).To(BeZero())
 	})
-})
+}
 
 // Serial: its 100 jobs fill the fleet.
 var _ = Describe("Fault tolerance at scale (KWOK)", Serial, func() {

@@ -118,8 +118,18 @@ while True:
     time.sleep(0.2)
 '`
 
-// Serial: see "Fault tolerance on the real node".
-var _ = Describe("the real node", Serial, func() {
+// Every spec that trains on the real node runs in this one Ordered container: one at a
+// time, on one process, because two torch jobs on this machine's two cores would make each
+// one's timing the other's; the KWOK specs run beside them on the other processes. A
+// failure does not skip the specs after it (ContinueOnFailure): each stands alone.
+var _ = Describe("On the real node", Ordered, ContinueOnFailure, func() {
+	Describe("the real node", realNodeSpecs)
+	Describe("Fault tolerance on the real node", faultToleranceSpecs)
+	Describe("Bringing a PyTorchJob over", convertSpecs)
+})
+
+// realNodeSpecs are the real node's own specs (see onTheRealNode).
+func realNodeSpecs() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
 	It("runs real processes: logs, exec, port-forward and in-cluster access to the apiserver", func(ctx context.Context) {
@@ -239,7 +249,7 @@ print(urllib.request.urlopen(req, context=ctx).status)`)
 		resumed := followLogs(ctx, ns, second.Name)
 		Eventually(resumed.String).Should(ContainSubstring("training"))
 	})
-})
+}
 
 // runRealPod runs command in TorchImage as pod name on the real node, and waits until it runs.
 func runRealPod(ctx context.Context, ns, name string, command ...string) *corev1.Pod {
