@@ -65,6 +65,15 @@ func (w *TrainJobWrapper) Label(k, v string) *TrainJobWrapper {
 }
 
 // Queue puts the TrainJob in a Kueue LocalQueue.
+// Annotation sets an annotation.
+func (w *TrainJobWrapper) Annotation(k, v string) *TrainJobWrapper {
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[k] = v
+	return w
+}
+
 func (w *TrainJobWrapper) Queue(name string) *TrainJobWrapper {
 	return w.Label(trainer.KueueQueueNameLabel, name)
 }

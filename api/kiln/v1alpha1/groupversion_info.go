@@ -16,7 +16,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &CronTrainJob{}, &CronTrainJobList{})
+	scheme.AddKnownTypes(GroupVersion, &CronTrainJob{}, &CronTrainJobList{}, &TrainJobMetrics{}, &TrainJobMetricsList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

@@ -21,6 +21,11 @@ const (
 	// TrainJobJobSetRejectedReason: the apiserver refused the JobSet for good (invalid, or
 	// denied by an admission webhook); retrying cannot help.
 	TrainJobJobSetRejectedReason = "JobSetRejected"
+	// TrainJobProgressStalledReason: a job that reported progress went silent for its
+	// kiln.dev/progress-deadline; its pods were restarted once (a restart reason).
+	TrainJobProgressStalledReason = "ProgressStalled"
+	// TrainJobProgressDeadlineExceededReason: silent again after that restart; failed.
+	TrainJobProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 )
 
 // Well-known values.

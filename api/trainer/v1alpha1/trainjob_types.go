@@ -433,6 +433,11 @@ type RestartsStatus struct {
 	// LastRestartTime is when the last restart began.
 	// +optional
 	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
+	// ProgressStalls are those of Count that Kiln made because the job reported no progress
+	// for its kiln.dev/progress-deadline (reason ProgressStalled).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProgressStalls int32 `json:"progressStalls,omitempty"`
 }
 
 // JobStatus counts the pods' Jobs of one replicated job.
@@ -462,29 +467,51 @@ type JobStatus struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.lastUpdatedTime)",message="lastUpdatedTime is required when trainerStatus is present"
 type TrainerStatus struct {
+	// ProgressPercentage estimates how complete the job is, 0 to 100; unset if unknown.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+	// EstimatedRemainingSeconds estimates the training time left; unset if unknown.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	EstimatedRemainingSeconds *int32 `json:"estimatedRemainingSeconds,omitempty"`
+	// Metrics are the model's current metrics (e.g. loss), as strings.
 	// +kubebuilder:validation:MaxItems=256
 	// +listType=atomic
 	// +optional
 	Metrics []Metric `json:"metrics,omitempty"`
+	// LastUpdatedTime is when the trainer observed this status.
 	// +optional
 	LastUpdatedTime metav1.Time `json:"lastUpdatedTime,omitempty"`
 }
 
 // Metric is one reported training metric.
 type Metric struct {
+	// Name is a user-defined label for the metric, e.g. "loss", "eval_accuracy".
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +required
 	Name string `json:"name,omitempty"`
+	// Value of the metric, as a string.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +required
 	Value string `json:"value,omitempty"`
+}
+
+// Limits of a TrainerStatus, as its CRD validates them.
+const (
+	MaxTrainerMetrics    = 256
+	MaxMetricFieldLength = 64
+)
+
+// UpdateTrainJobStatusRequest is the body a trainer POSTs to the status server, at
+// /apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status
+// (upstream's protocol, KEP-2779).
+// +kubebuilder:object:generate=false
+type UpdateTrainJobStatusRequest struct {
+	// TrainerStatus is the trainer's latest status; a request without one changes nothing.
+	// +optional
+	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
 }
