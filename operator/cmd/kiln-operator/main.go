@@ -7,14 +7,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +38,8 @@ import (
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
+	"github.com/kiln-ml/kiln/operator/internal/render"
+	"github.com/kiln-ml/kiln/operator/internal/statusserver"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
@@ -65,6 +71,13 @@ type options struct {
 	deleteManifests         string
 	manifestsTimeout        time.Duration
 	disaggregate            string
+	statusAddr              string
+	statusURL               string
+	statusCAFile            string
+	statusQPS               float64
+	statusBurst             int
+	statusInterval          time.Duration
+	historyInterval         time.Duration
 }
 
 func main() {
@@ -97,6 +110,13 @@ func main() {
 	flag.StringVar(&o.deleteManifests, "delete-manifests", "", "delete the objects in this YAML file and exit (the Helm chart's pre-delete hook)")
 	flag.StringVar(&o.disaggregate, "disaggregate-clusterroles", "", "comma-separated ClusterRoles whose aggregationRule to remove, and exit (the Helm chart's pre-delete hook for Kueue's aggregated roles)")
 	flag.DurationVar(&o.manifestsTimeout, "manifests-timeout", 5*time.Minute, "how long --apply-manifests waits for each object")
+	flag.StringVar(&o.statusAddr, "status-server-bind-address", ":10443", "address of the status server, to which trainers report progress and metrics (upstream's KUBEFLOW_TRAINER_SERVER_URL protocol), served with the webhook certificate; 0 disables it and its injection into trainer pods")
+	flag.StringVar(&o.statusURL, "status-server-url", "", "https://host:port at which trainer pods reach the status server (default: https://<webhook-service-name>.<webhook-namespace>.svc:<its port>)")
+	flag.StringVar(&o.statusCAFile, "status-server-ca-file", "", "PEM CA certificate that trainer pods trust for the status server, copied into each namespace's ConfigMap "+render.StatusServerCAConfigMap+" (default: ca.crt in --webhook-cert-dir)")
+	flag.Float64Var(&o.statusQPS, "status-server-qps", 50, "queries per second of the status server's own client (its status and history writes, token reviews), apart from the controllers'")
+	flag.IntVar(&o.statusBurst, "status-server-burst", 100, "burst of the status server's own client")
+	flag.DurationVar(&o.statusInterval, "status-server-write-interval", time.Second, "least time between two writes of one TrainJob's status.trainerStatus: reports in between are coalesced")
+	flag.DurationVar(&o.historyInterval, "status-server-history-interval", 10*time.Second, "least time between two writes of one TrainJob's metrics history (TrainJobMetrics)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -271,6 +291,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	status, err := statusServer(mgr, o)
+	if err != nil {
+		return err
+	}
+	rec.WithStatusServer(status)
 	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
 	}
@@ -279,6 +304,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up the CronTrainJob controller: %w", err)
 	}
 	certsReady := make(chan struct{})
+	if status.BaseURL != "" {
+		if err := addStatusServer(mgr, o, certsReady); err != nil {
+			return err
+		}
+	}
 	switch {
 	case !o.webhooks || o.certManagement == "files":
 		close(certsReady)
@@ -322,4 +352,59 @@ func run(ctx context.Context, o options) error {
 	}
 	ctrl.Log.Info("Starting kiln-operator")
 	return mgr.Start(ctx)
+}
+
+// statusServer is where trainer pods reach the status server, and the CA they trust.
+func statusServer(mgr ctrl.Manager, o options) (kilncontroller.StatusServer, error) {
+	if o.statusAddr == "0" || o.statusAddr == "" {
+		return kilncontroller.StatusServer{}, nil
+	}
+	_, port, err := net.SplitHostPort(o.statusAddr)
+	if err != nil {
+		return kilncontroller.StatusServer{}, fmt.Errorf("--status-server-bind-address=%q: %w (use host:port, e.g. :10443, or 0 to disable)", o.statusAddr, err)
+	}
+	s := kilncontroller.StatusServer{StatusServer: render.StatusServer{BaseURL: o.statusURL}, CAFile: o.statusCAFile}
+	if s.BaseURL == "" {
+		s.BaseURL = fmt.Sprintf("https://%s.%s.svc:%s", o.webhookService, o.webhookNamespace, port)
+	}
+	if u, err := url.Parse(s.BaseURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return kilncontroller.StatusServer{}, fmt.Errorf("--status-server-url=%q: give https://host:port, nothing after it", o.statusURL)
+	}
+	s.BaseURL = strings.TrimSuffix(s.BaseURL, "/")
+	if s.CAFile == "" {
+		s.CAFile = filepath.Join(o.webhookCertDir, "ca.crt")
+	}
+	return s, nil
+}
+
+// addStatusServer runs the status server on every replica once the serving certificate
+// is on disk, with a client of its own: its writes and token reviews never take from the
+// controllers' rate limit.
+func addStatusServer(mgr ctrl.Manager, o options, certsReady <-chan struct{}) error {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst = float32(o.statusQPS), o.statusBurst
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("status server client: %w", err)
+	}
+	srv := statusserver.New(c, statusserver.Options{
+		BindAddress: o.statusAddr, CertDir: o.webhookCertDir,
+		Writer: statusserver.WriterOptions{StatusInterval: o.statusInterval, HistoryInterval: o.historyInterval},
+	})
+	return mgr.Add(afterCerts{Server: srv, ready: certsReady})
+}
+
+// afterCerts starts the status server once the certificate is ready.
+type afterCerts struct {
+	*statusserver.Server
+	ready <-chan struct{}
+}
+
+func (a afterCerts) Start(ctx context.Context) error {
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	return a.Server.Start(ctx)
 }

@@ -64,7 +64,8 @@ func applyDeadline(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy trai
 // failed would otherwise create it again.
 func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, js *jobsetv1alpha2.JobSet, st *trainer.TrainJobStatus) error {
 	c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed)
-	if js == nil || !js.DeletionTimestamp.IsZero() || c == nil || c.Status != metav1.ConditionTrue || c.Reason != trainer.TrainJobDeadlineExceededReason {
+	if js == nil || !js.DeletionTimestamp.IsZero() || c == nil || c.Status != metav1.ConditionTrue ||
+		(c.Reason != trainer.TrainJobDeadlineExceededReason && c.Reason != trainer.TrainJobProgressDeadlineExceededReason) {
 		return nil
 	}
 	start := time.Now()

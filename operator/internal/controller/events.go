@@ -40,7 +40,7 @@ func (r *TrainJobReconciler) record(tj *trainer.TrainJob, evs []event) {
 }
 
 // ownEvents are the failures that record their own event, saying what to do about them.
-var ownEvents = []string{trainer.TrainJobRuntimeNotFoundReason, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobJobSetRejectedReason}
+var ownEvents = []string{trainer.TrainJobRuntimeNotFoundReason, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobJobSetRejectedReason, trainer.TrainJobProgressDeadlineExceededReason}
 
 // transitions are the events a status change deserves.
 func transitions(before, after *trainer.TrainJobStatus) []event {

@@ -48,6 +48,7 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	if err != nil {
 		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(fmt.Errorf("%w: %w", errRender, err))
 	}
+	render.InjectStatusServer(res.JobSet, tj, r.statusServer.StatusServer)
 	key := client.ObjectKeyFromObject(tj)
 	hash, err := renderingHash(res)
 	if err != nil {
@@ -55,6 +56,11 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	}
 	if js != nil && r.applied.unchanged(key, js.UID, js.Generation, hash) {
 		return nil, nil
+	}
+	if js == nil {
+		if err := r.ensureStatusServerCA(ctx, tj.Namespace); err != nil {
+			return nil, fmt.Errorf("%w: %w", errApplyRetried, err)
+		}
 	}
 	if res.NeedsSSHSecret {
 		if err := r.ensureSSHSecret(ctx, tj); err != nil {

@@ -14,6 +14,8 @@ type lifecycleActions struct {
 	deleteJobSet bool
 	// deleteTrainJob: the TTL after finishing passed.
 	deleteTrainJob bool
+	// restartPods: the job stopped reporting progress for the first time (progress.go).
+	restartPods bool
 	// requeueAfter is the next instant a rule falls due (0: none).
 	requeueAfter time.Duration
 	events       []event
@@ -21,8 +23,8 @@ type lifecycleActions struct {
 	deadlineDue, ttlDue time.Time
 }
 
-// applyLifecycle applies the deadline (deadline.go), then the TTL (ttl.go): a deadline that
-// fires finishes the job, which starts its TTL. Everything is computed from the persisted
+// applyLifecycle applies the deadline (deadline.go), the progress deadline (progress.go),
+// then the TTL (ttl.go): a deadline that fires finishes the job, which starts its TTL. Everything is computed from the persisted
 // spec and status only (no in-memory timers: a rule that fell due while the operator was
 // down fires on the next reconcile). Times are whole seconds, as the API stores them, so
 // that every reconcile computes the same instants.
@@ -38,6 +40,19 @@ func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy tra
 		out.events = append(out.events, *fired)
 	} else {
 		out.requeueAfter = due
+	}
+	if !out.deleteJobSet {
+		due, restart, stalled := applyProgressDeadline(tj, st, now)
+		switch {
+		case stalled != nil:
+			out.deleteJobSet = true
+			out.events = append(out.events, *stalled)
+		case restart:
+			out.restartPods = true
+		}
+		if due > 0 && (out.requeueAfter == 0 || due < out.requeueAfter) {
+			out.requeueAfter = due
+		}
 	}
 	if due, expired := applyTTL(st, policy, stamp, now); expired != nil {
 		out.deleteTrainJob = true

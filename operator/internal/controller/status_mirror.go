@@ -84,7 +84,12 @@ func observeRestarts(prev *trainer.RestartsStatus, js *jobsetv1alpha2.JobSet) *t
 	if fp == nil && js.Status.Restarts == 0 {
 		return prev
 	}
-	out := &trainer.RestartsStatus{Count: js.Status.Restarts, CountedTowardsMax: js.Status.RestartsCountTowardsMax}
+	// Restarts Kiln made itself (progress.go) are not JobSet's: they add to its count.
+	var stalls int32
+	if prev != nil {
+		stalls = prev.ProgressStalls
+	}
+	out := &trainer.RestartsStatus{Count: js.Status.Restarts + stalls, CountedTowardsMax: js.Status.RestartsCountTowardsMax, ProgressStalls: stalls}
 	var rules []jobsetv1alpha2.FailurePolicyRule
 	if fp != nil {
 		out.MaxRestarts, rules = fp.MaxRestarts, fp.Rules

@@ -69,6 +69,10 @@ type TrainJobReconciler struct {
 	batches   statusBatches
 	snapshots snapshotSpecs
 	retries   applyRetries
+	// statusServer is where trainers report progress (trainer_status.go); cas, the
+	// namespaces holding its CA certificate.
+	statusServer StatusServer
+	cas          statusCAs
 }
 
 // NewTrainJobReconciler returns a reconciler reading through the cached client c (and live
@@ -172,6 +176,11 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 	}
 	if err := r.deleteJobSetPastDeadline(ctx, js, st); err != nil {
 		return reconcile.Result{}, err
+	}
+	if acts.restartPods {
+		if err := r.restartPods(ctx, js); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if acts.deleteTrainJob {
 		deleted, err := r.deleteExpired(ctx, tj)

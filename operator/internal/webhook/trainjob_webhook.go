@@ -52,7 +52,7 @@ var DefaultPreservingUsers = []string{"system:serviceaccount:kueue-system:kueue-
 // preserveFor keep the Kiln-only fields they cannot express.
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error {
 	srv := mgr.GetWebhookServer()
-	defaulter := admission.WithDefaulter[*trainer.TrainJob](mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor})
+	defaulter := admission.WithDefaulter[*trainer.TrainJob](mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor, runtimes: mgr.GetClient()})
 	srv.Register(MutatePath, &admission.Webhook{
 		Handler:      schemaFirst{next: defaulter.Handler},
 		RecoverPanic: ptr.To(true),
@@ -89,12 +89,18 @@ func (h schemaFirst) Handle(ctx context.Context, req admission.Request) admissio
 type Defaulter struct {
 	clock       clock.PassiveClock
 	preserveFor []string
+	// runtimes reads a new job's runtime, for the annotations it passes on.
+	runtimes client.Reader
 }
 
 // Default sets runtimePatches[].time on new or changed patches, keeping it on unchanged ones.
 func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 	old := map[string]trainer.RuntimePatch{}
-	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+	req, reqErr := admission.RequestFromContext(ctx)
+	if reqErr == nil && len(req.OldObject.Raw) == 0 {
+		inheritProgressDeadline(ctx, d.runtimes, tj)
+	}
+	if reqErr == nil && len(req.OldObject.Raw) > 0 {
 		prev := &trainer.TrainJob{}
 		if err := json.Unmarshal(req.OldObject.Raw, prev); err != nil {
 			return fmt.Errorf("decoding the TrainJob before the update: %w", err)
@@ -154,7 +160,7 @@ type Validator struct {
 
 // ValidateCreate checks a new TrainJob against its runtime.
 func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
-	errs := validateSize(tj)
+	errs := append(validateSize(tj), validateProgressDeadline(tj)...)
 	rt, rtErrs := v.runtime(ctx, tj)
 	errs = append(errs, rtErrs...)
 	if rt != nil {
@@ -171,6 +177,9 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJo
 	// spec.trainer and spec.runtimeRef are immutable (CEL): only the patches can change
 	// what the job renders to.
 	var errs field.ErrorList
+	if old.Annotations[kiln.AnnotationProgressDeadline] != tj.Annotations[kiln.AnnotationProgressDeadline] {
+		errs = append(errs, validateProgressDeadline(tj)...)
+	}
 	if !apiequality.Semantic.DeepEqual(withoutTimes(old.Spec.RuntimePatches), withoutTimes(tj.Spec.RuntimePatches)) &&
 		!ptr.Deref(old.Spec.Suspend, false) && !ptr.Deref(tj.Spec.Suspend, false) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "runtimePatches"),

@@ -81,7 +81,8 @@ var _ = BeforeSuite(func() {
 	// (config/rbac): a permission the code needs and the markers lack fails these specs.
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
-	mgr, err := ctrl.NewManager(operatorConfig(ctx), ctrl.Options{
+	opCfg = operatorConfig(ctx)
+	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:        scheme,
 		Cache:         kilncontroller.CacheOptions(),
 		Client:        kilncontroller.ClientOptions(),
@@ -121,6 +122,9 @@ var _ = AfterSuite(func() {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
+
+// opCfg is the operator's client configuration (its ServiceAccount, its generated RBAC).
+var opCfg *rest.Config
 
 // cronClock is the CronTrainJob controller's clock.
 var cronClock *clocktesting.FakeClock

@@ -1,0 +1,224 @@
+package statusserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// The status server asks the Kubernetes API who a token is, and reads the pod it is bound to.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+
+// Extra keys of a pod-bound ServiceAccount token's user (TokenReview).
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// How long a verdict on a token is kept: a granted one a minute (at most until the token
+// expires), so that a chatty trainer costs one TokenReview a minute; a refused one a few
+// seconds, so that a fixed token works soon while a broken trainer cannot flood the API.
+const (
+	grantedTTL    = time.Minute
+	refusedTTL    = 5 * time.Second
+	maxCachedAuth = 50_000
+)
+
+// authError is why a request is refused: 401 (who it is is unknown) or 403 (known, and not
+// allowed), with a reason for the trainer's log.
+type authError struct {
+	code   int
+	reason string
+}
+
+func (e *authError) Error() string { return e.reason }
+
+func unauthorized(format string, args ...any) *authError {
+	return &authError{code: http.StatusUnauthorized, reason: fmt.Sprintf(format, args...)}
+}
+
+func forbidden(format string, args ...any) *authError {
+	return &authError{code: http.StatusForbidden, reason: fmt.Sprintf(format, args...)}
+}
+
+// Authenticator decides whether a bearer token may update one TrainJob's status.
+type Authenticator struct {
+	client client.Client
+	clock  clock.PassiveClock
+
+	mu    sync.Mutex
+	cache map[string]verdict
+}
+
+type verdict struct {
+	err     *authError
+	expires time.Time
+}
+
+// NewAuthenticator asks the Kubernetes API through c (TokenReviews, pods).
+func NewAuthenticator(c client.Client, clk clock.PassiveClock) *Authenticator {
+	return &Authenticator{client: c, clock: clk, cache: map[string]verdict{}}
+}
+
+// Authorize returns nil when the Authorization header carries a token that may update the
+// status of TrainJob job, else why not.
+func (a *Authenticator) Authorize(ctx context.Context, header string, job types.NamespacedName) *authError {
+	token := bearerToken(header)
+	if token == "" {
+		return unauthorized("no bearer token: send the token of the file named by %s as \"Authorization: Bearer <token>\"", trainer.EnvStatusServerToken)
+	}
+	sum := sha256.Sum256([]byte(token))
+	key := base64.RawStdEncoding.EncodeToString(sum[:]) + "|" + job.String()
+	now := a.clock.Now()
+	a.mu.Lock()
+	v, ok := a.cache[key]
+	a.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.err
+	}
+	claims := peekClaims(token)
+	err := a.review(ctx, token, claims, job)
+	if err != nil && err.code == http.StatusInternalServerError {
+		return err // not a verdict: ask again next time
+	}
+	ttl := grantedTTL
+	if err != nil {
+		ttl = refusedTTL
+	} else if claims.Expiry > 0 {
+		ttl = min(ttl, time.Unix(claims.Expiry, 0).Sub(now))
+	}
+	a.mu.Lock()
+	if len(a.cache) >= maxCachedAuth {
+		for k, v := range a.cache {
+			if !now.Before(v.expires) {
+				delete(a.cache, k)
+			}
+		}
+		if len(a.cache) >= maxCachedAuth {
+			a.cache = map[string]verdict{}
+		}
+	}
+	a.cache[key] = verdict{err: err, expires: now.Add(ttl)}
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Authenticator) review(ctx context.Context, token string, claims tokenClaims, job types.NamespacedName) *authError {
+	audience := trainer.TokenAudience(job.Namespace, job.Name)
+	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
+	if err := a.client.Create(ctx, tr); err != nil {
+		return &authError{code: http.StatusInternalServerError, reason: fmt.Sprintf("reviewing the token: %v", err)}
+	}
+	if !tr.Status.Authenticated {
+		// The API says only that it is invalid; the token's own (unverified) claims say why.
+		switch {
+		case claims.Expiry > 0 && !a.clock.Now().Before(time.Unix(claims.Expiry, 0)):
+			return unauthorized("token expired at %s: the kubelet renews the file named by %s, read it again for each request",
+				time.Unix(claims.Expiry, 0).UTC().Format(time.RFC3339), trainer.EnvStatusServerToken)
+		case len(claims.Audience) > 0 && !slices.Contains(claims.Audience, audience):
+			return unauthorized("token audience %q is not this TrainJob's %q: the token is for another TrainJob or another server",
+				strings.Join(claims.Audience, ","), audience)
+		}
+		return unauthorized("token rejected by the Kubernetes API: %s", tr.Status.Error)
+	}
+	ns, sa, ok := serviceAccount(tr.Status.User.Username)
+	if !ok {
+		return forbidden("%s is not a ServiceAccount: only a pod of TrainJob %s may report its status", tr.Status.User.Username, job)
+	}
+	if ns != job.Namespace {
+		return forbidden("token of ServiceAccount %s/%s, whose namespace is not the TrainJob's (%s)", ns, sa, job.Namespace)
+	}
+	pod, podUID := first(tr.Status.User.Extra[extraPodName]), first(tr.Status.User.Extra[extraPodUID])
+	if pod == "" {
+		return forbidden("token of ServiceAccount %s/%s is not bound to a pod: only a pod of TrainJob %s may report its status", ns, sa, job)
+	}
+	p := &corev1.Pod{}
+	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: pod}, p); apierrors.IsNotFound(err) {
+		return forbidden("token bound to pod %s/%s, which no longer exists", ns, pod)
+	} else if err != nil {
+		return &authError{code: http.StatusInternalServerError, reason: fmt.Sprintf("reading pod %s/%s: %v", ns, pod, err)}
+	}
+	if string(p.UID) != podUID {
+		return forbidden("token bound to an earlier pod named %s/%s", ns, pod)
+	}
+	if owner := p.Labels[jobsetv1alpha2.JobSetNameKey]; owner != job.Name {
+		return forbidden("token bound to pod %s/%s, which is not a pod of TrainJob %s", ns, pod, job)
+	}
+	return nil
+}
+
+// bearerToken returns the credentials of an RFC 7235 "Bearer" Authorization header.
+func bearerToken(header string) string {
+	parts := strings.Fields(header)
+	if len(parts) != 2 || !strings.EqualFold(parts[0], "Bearer") {
+		return ""
+	}
+	return parts[1]
+}
+
+func serviceAccount(username string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ":")
+	return namespace, name, ok
+}
+
+func first(v authnv1.ExtraValue) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// tokenClaims are the claims of a JWT read WITHOUT verifying it: only to explain why the
+// Kubernetes API refused the token, never to decide.
+type tokenClaims struct {
+	Expiry   int64
+	Audience []string
+}
+
+func peekClaims(token string) tokenClaims {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return tokenClaims{}
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return tokenClaims{}
+	}
+	var raw struct {
+		Exp int64           `json:"exp"`
+		Aud json.RawMessage `json:"aud"`
+	}
+	if json.Unmarshal(payload, &raw) != nil {
+		return tokenClaims{}
+	}
+	out := tokenClaims{Expiry: raw.Exp}
+	var one string
+	if json.Unmarshal(raw.Aud, &one) == nil {
+		out.Audience = []string{one}
+	} else {
+		_ = json.Unmarshal(raw.Aud, &out.Audience)
+	}
+	return out
+}
