@@ -151,6 +151,7 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 			LastReason: r.LastReason, LastMessage: r.LastMessage, LastRestartTime: timestamp(r.LastRestartTime),
 		}
 	}
+	st.Progress = Progress(tj)
 	return st
 }
 

@@ -619,7 +619,9 @@ type TrainJobStatus struct {
 	Conditions []*Condition           `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// restarts counts the restarts of all the job's pods together by its runtime's failure
 	// policy; unset when the job runs without one.
-	Restarts      *Restarts `protobuf:"bytes,14,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Restarts *Restarts `protobuf:"bytes,14,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// progress is what the trainer last reported (status.trainerStatus); unset until it reports.
+	Progress      *Progress `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -752,6 +754,238 @@ func (x *TrainJobStatus) GetRestarts() *Restarts {
 	return nil
 }
 
+func (x *TrainJobStatus) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// Progress is what a job's trainer reports of its training (upstream's trainerStatus), with
+// what Kiln reads from its metrics.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// percent complete, 0 to 100, when the trainer knows it.
+	Percent *int32 `protobuf:"varint,1,opt,name=percent,proto3,oneof" json:"percent,omitempty"`
+	// eta_seconds is the trainer's estimate of the training time left.
+	EtaSeconds *int32 `protobuf:"varint,2,opt,name=eta_seconds,json=etaSeconds,proto3,oneof" json:"eta_seconds,omitempty"`
+	// metrics are the latest values, as reported (strings), in the trainer's order.
+	Metrics []*Metric `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	// update_time is when the trainer observed this.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// step and total_steps, from the metrics of those names.
+	Step       *int64 `protobuf:"varint,5,opt,name=step,proto3,oneof" json:"step,omitempty"`
+	TotalSteps *int64 `protobuf:"varint,6,opt,name=total_steps,json=totalSteps,proto3,oneof" json:"total_steps,omitempty"`
+	// checkpoint is the newest checkpoint the trainer reported (kiln.checkpoint).
+	Checkpoint *Checkpoint `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// progress_deadline_seconds is the job's kiln.dev/progress-deadline: how long it may go
+	// without reporting before Kiln restarts it once, then fails it.
+	ProgressDeadlineSeconds *int64 `protobuf:"varint,8,opt,name=progress_deadline_seconds,json=progressDeadlineSeconds,proto3,oneof" json:"progress_deadline_seconds,omitempty"`
+	// stall_time is when that deadline falls due, if the job stays silent.
+	StallTime     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=stall_time,json=stallTime,proto3" json:"stall_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Progress) GetPercent() int32 {
+	if x != nil && x.Percent != nil {
+		return *x.Percent
+	}
+	return 0
+}
+
+func (x *Progress) GetEtaSeconds() int32 {
+	if x != nil && x.EtaSeconds != nil {
+		return *x.EtaSeconds
+	}
+	return 0
+}
+
+func (x *Progress) GetMetrics() []*Metric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+func (x *Progress) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Progress) GetStep() int64 {
+	if x != nil && x.Step != nil {
+		return *x.Step
+	}
+	return 0
+}
+
+func (x *Progress) GetTotalSteps() int64 {
+	if x != nil && x.TotalSteps != nil {
+		return *x.TotalSteps
+	}
+	return 0
+}
+
+func (x *Progress) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *Progress) GetProgressDeadlineSeconds() int64 {
+	if x != nil && x.ProgressDeadlineSeconds != nil {
+		return *x.ProgressDeadlineSeconds
+	}
+	return 0
+}
+
+func (x *Progress) GetStallTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StallTime
+	}
+	return nil
+}
+
+// Metric is one reported metric.
+type Metric struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Metric) Reset() {
+	*x = Metric{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Metric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Metric) ProtoMessage() {}
+
+func (x *Metric) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Metric.ProtoReflect.Descriptor instead.
+func (*Metric) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Metric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Metric) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// Checkpoint is a checkpoint the trainer saved.
+type Checkpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Checkpoint) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
 // policy), and says why the last one happened.
 type Restarts struct {
@@ -772,7 +1006,7 @@ type Restarts struct {
 
 func (x *Restarts) Reset() {
 	*x = Restarts{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1018,7 @@ func (x *Restarts) String() string {
 func (*Restarts) ProtoMessage() {}
 
 func (x *Restarts) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1031,7 @@ func (x *Restarts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restarts.ProtoReflect.Descriptor instead.
 func (*Restarts) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Restarts) GetCount() int32 {
@@ -859,7 +1093,7 @@ type QueuePosition struct {
 
 func (x *QueuePosition) Reset() {
 	*x = QueuePosition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1105,7 @@ func (x *QueuePosition) String() string {
 func (*QueuePosition) ProtoMessage() {}
 
 func (x *QueuePosition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1118,7 @@ func (x *QueuePosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePosition.ProtoReflect.Descriptor instead.
 func (*QueuePosition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueuePosition) GetLocalQueue() string {
@@ -953,7 +1187,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1199,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1212,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Step) GetName() string {
@@ -1077,7 +1311,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1323,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1336,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Device) GetResource() string {
@@ -1134,7 +1368,7 @@ type ReplicatedJobStatus struct {
 
 func (x *ReplicatedJobStatus) Reset() {
 	*x = ReplicatedJobStatus{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1380,7 @@ func (x *ReplicatedJobStatus) String() string {
 func (*ReplicatedJobStatus) ProtoMessage() {}
 
 func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1393,7 @@ func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatedJobStatus.ProtoReflect.Descriptor instead.
 func (*ReplicatedJobStatus) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicatedJobStatus) GetName() string {
@@ -1220,7 +1454,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1466,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1479,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Condition) GetType() string {
@@ -1305,7 +1539,7 @@ type NewTrainJob struct {
 
 func (x *NewTrainJob) Reset() {
 	*x = NewTrainJob{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1551,7 @@ func (x *NewTrainJob) String() string {
 func (*NewTrainJob) ProtoMessage() {}
 
 func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1564,7 @@ func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewTrainJob.ProtoReflect.Descriptor instead.
 func (*NewTrainJob) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NewTrainJob) GetName() string {
@@ -1390,7 +1624,7 @@ type CreateTrainJobRequest struct {
 
 func (x *CreateTrainJobRequest) Reset() {
 	*x = CreateTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1636,7 @@ func (x *CreateTrainJobRequest) String() string {
 func (*CreateTrainJobRequest) ProtoMessage() {}
 
 func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1649,7 @@ func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateTrainJobRequest) GetNamespace() string {
@@ -1494,7 +1728,7 @@ type CreateTrainJobResponse struct {
 
 func (x *CreateTrainJobResponse) Reset() {
 	*x = CreateTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1740,7 @@ func (x *CreateTrainJobResponse) String() string {
 func (*CreateTrainJobResponse) ProtoMessage() {}
 
 func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1753,7 @@ func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1555,7 +1789,7 @@ type GetTrainJobRequest struct {
 
 func (x *GetTrainJobRequest) Reset() {
 	*x = GetTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1801,7 @@ func (x *GetTrainJobRequest) String() string {
 func (*GetTrainJobRequest) ProtoMessage() {}
 
 func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1814,7 @@ func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*GetTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetTrainJobRequest) GetNamespace() string {
@@ -1614,7 +1848,7 @@ type GetTrainJobResponse struct {
 
 func (x *GetTrainJobResponse) Reset() {
 	*x = GetTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1860,7 @@ func (x *GetTrainJobResponse) String() string {
 func (*GetTrainJobResponse) ProtoMessage() {}
 
 func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1873,7 @@ func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*GetTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1676,7 +1910,7 @@ type ListTrainJobsRequest struct {
 
 func (x *ListTrainJobsRequest) Reset() {
 	*x = ListTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1922,7 @@ func (x *ListTrainJobsRequest) String() string {
 func (*ListTrainJobsRequest) ProtoMessage() {}
 
 func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1935,7 @@ func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListTrainJobsRequest) GetNamespace() string {
@@ -1757,7 +1991,7 @@ type ListTrainJobsResponse struct {
 
 func (x *ListTrainJobsResponse) Reset() {
 	*x = ListTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2003,7 @@ func (x *ListTrainJobsResponse) String() string {
 func (*ListTrainJobsResponse) ProtoMessage() {}
 
 func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2016,7 @@ func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListTrainJobsResponse) GetTrainJobs() []*TrainJob {
@@ -1817,7 +2051,7 @@ type WatchTrainJobsRequest struct {
 
 func (x *WatchTrainJobsRequest) Reset() {
 	*x = WatchTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2063,7 @@ func (x *WatchTrainJobsRequest) String() string {
 func (*WatchTrainJobsRequest) ProtoMessage() {}
 
 func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2076,7 @@ func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchTrainJobsRequest) GetNamespace() string {
@@ -1900,7 +2134,7 @@ type WatchTrainJobsResponse struct {
 
 func (x *WatchTrainJobsResponse) Reset() {
 	*x = WatchTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2146,7 @@ func (x *WatchTrainJobsResponse) String() string {
 func (*WatchTrainJobsResponse) ProtoMessage() {}
 
 func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2159,7 @@ func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchTrainJobsResponse) GetType() WatchEventType {
@@ -1959,7 +2193,7 @@ type SuspendTrainJobRequest struct {
 
 func (x *SuspendTrainJobRequest) Reset() {
 	*x = SuspendTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2205,7 @@ func (x *SuspendTrainJobRequest) String() string {
 func (*SuspendTrainJobRequest) ProtoMessage() {}
 
 func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2218,7 @@ func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SuspendTrainJobRequest) GetNamespace() string {
@@ -2010,7 +2244,7 @@ type SuspendTrainJobResponse struct {
 
 func (x *SuspendTrainJobResponse) Reset() {
 	*x = SuspendTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2256,7 @@ func (x *SuspendTrainJobResponse) String() string {
 func (*SuspendTrainJobResponse) ProtoMessage() {}
 
 func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2269,7 @@ func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SuspendTrainJobResponse) GetTrainJob() *TrainJob {
@@ -2055,7 +2289,7 @@ type ResumeTrainJobRequest struct {
 
 func (x *ResumeTrainJobRequest) Reset() {
 	*x = ResumeTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2301,7 @@ func (x *ResumeTrainJobRequest) String() string {
 func (*ResumeTrainJobRequest) ProtoMessage() {}
 
 func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2314,7 @@ func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeTrainJobRequest) GetNamespace() string {
@@ -2106,7 +2340,7 @@ type ResumeTrainJobResponse struct {
 
 func (x *ResumeTrainJobResponse) Reset() {
 	*x = ResumeTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2352,7 @@ func (x *ResumeTrainJobResponse) String() string {
 func (*ResumeTrainJobResponse) ProtoMessage() {}
 
 func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2365,7 @@ func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResumeTrainJobResponse) GetTrainJob() *TrainJob {
@@ -2151,7 +2385,7 @@ type DeleteTrainJobRequest struct {
 
 func (x *DeleteTrainJobRequest) Reset() {
 	*x = DeleteTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2397,7 @@ func (x *DeleteTrainJobRequest) String() string {
 func (*DeleteTrainJobRequest) ProtoMessage() {}
 
 func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2410,7 @@ func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteTrainJobRequest) GetNamespace() string {
@@ -2201,7 +2435,7 @@ type DeleteTrainJobResponse struct {
 
 func (x *DeleteTrainJobResponse) Reset() {
 	*x = DeleteTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2447,7 @@ func (x *DeleteTrainJobResponse) String() string {
 func (*DeleteTrainJobResponse) ProtoMessage() {}
 
 func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2460,7 @@ func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
 }
 
 type ConvertManifestsRequest struct {
@@ -2244,7 +2478,7 @@ type ConvertManifestsRequest struct {
 
 func (x *ConvertManifestsRequest) Reset() {
 	*x = ConvertManifestsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2490,7 @@ func (x *ConvertManifestsRequest) String() string {
 func (*ConvertManifestsRequest) ProtoMessage() {}
 
 func (x *ConvertManifestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2503,7 @@ func (x *ConvertManifestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertManifestsRequest.ProtoReflect.Descriptor instead.
 func (*ConvertManifestsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConvertManifestsRequest) GetManifests() string {
@@ -2305,7 +2539,7 @@ type ConvertManifestsResponse struct {
 
 func (x *ConvertManifestsResponse) Reset() {
 	*x = ConvertManifestsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2551,7 @@ func (x *ConvertManifestsResponse) String() string {
 func (*ConvertManifestsResponse) ProtoMessage() {}
 
 func (x *ConvertManifestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2564,7 @@ func (x *ConvertManifestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertManifestsResponse.ProtoReflect.Descriptor instead.
 func (*ConvertManifestsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConvertManifestsResponse) GetManifests() []*ConvertedManifest {
@@ -2365,7 +2599,7 @@ type ConvertedManifest struct {
 
 func (x *ConvertedManifest) Reset() {
 	*x = ConvertedManifest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2611,7 @@ func (x *ConvertedManifest) String() string {
 func (*ConvertedManifest) ProtoMessage() {}
 
 func (x *ConvertedManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2624,7 @@ func (x *ConvertedManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertedManifest.ProtoReflect.Descriptor instead.
 func (*ConvertedManifest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConvertedManifest) GetKind() string {
@@ -2445,7 +2679,7 @@ type ConversionWarning struct {
 
 func (x *ConversionWarning) Reset() {
 	*x = ConversionWarning{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2691,7 @@ func (x *ConversionWarning) String() string {
 func (*ConversionWarning) ProtoMessage() {}
 
 func (x *ConversionWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2704,7 @@ func (x *ConversionWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversionWarning.ProtoReflect.Descriptor instead.
 func (*ConversionWarning) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConversionWarning) GetDocument() int32 {
@@ -2531,7 +2765,7 @@ type StreamLogsRequest struct {
 
 func (x *StreamLogsRequest) Reset() {
 	*x = StreamLogsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2777,7 @@ func (x *StreamLogsRequest) String() string {
 func (*StreamLogsRequest) ProtoMessage() {}
 
 func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2790,7 @@ func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamLogsRequest) GetNamespace() string {
@@ -2624,7 +2858,7 @@ type StreamLogsResponse struct {
 
 func (x *StreamLogsResponse) Reset() {
 	*x = StreamLogsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2870,7 @@ func (x *StreamLogsResponse) String() string {
 func (*StreamLogsResponse) ProtoMessage() {}
 
 func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2883,7 @@ func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
 func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamLogsResponse) GetLines() []*LogLine {
@@ -2673,7 +2907,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2919,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2932,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{32}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LogLine) GetStep() string {
@@ -2746,7 +2980,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2992,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +3005,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{33}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -2798,7 +3032,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3044,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3057,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{34}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2853,7 +3087,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3099,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3112,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{35}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Event) GetType() string {
@@ -2937,6 +3171,458 @@ func (x *Event) GetSource() string {
 	return ""
 }
 
+type GetTrainJobMetricsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// metrics names the metrics wanted; empty: all.
+	Metrics       []string `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTrainJobMetricsRequest) Reset() {
+	*x = GetTrainJobMetricsRequest{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTrainJobMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTrainJobMetricsRequest) ProtoMessage() {}
+
+func (x *GetTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTrainJobMetricsRequest.ProtoReflect.Descriptor instead.
+func (*GetTrainJobMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetTrainJobMetricsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetTrainJobMetricsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetTrainJobMetricsRequest) GetMetrics() []string {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+type GetTrainJobMetricsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Series []*MetricSeries        `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	// reports counts the reports the history has seen.
+	Reports       int64                  `protobuf:"varint,2,opt,name=reports,proto3" json:"reports,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTrainJobMetricsResponse) Reset() {
+	*x = GetTrainJobMetricsResponse{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTrainJobMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTrainJobMetricsResponse) ProtoMessage() {}
+
+func (x *GetTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTrainJobMetricsResponse.ProtoReflect.Descriptor instead.
+func (*GetTrainJobMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetTrainJobMetricsResponse) GetSeries() []*MetricSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *GetTrainJobMetricsResponse) GetReports() int64 {
+	if x != nil {
+		return x.Reports
+	}
+	return 0
+}
+
+func (x *GetTrainJobMetricsResponse) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// MetricSeries is one metric over the run.
+type MetricSeries struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Points []*MetricPoint         `protobuf:"bytes,2,rep,name=points,proto3" json:"points,omitempty"`
+	// stride is how many reports one point stands for (it doubles as the run grows).
+	Stride        int64 `protobuf:"varint,3,opt,name=stride,proto3" json:"stride,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricSeries) Reset() {
+	*x = MetricSeries{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricSeries) ProtoMessage() {}
+
+func (x *MetricSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricSeries.ProtoReflect.Descriptor instead.
+func (*MetricSeries) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *MetricSeries) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetricSeries) GetPoints() []*MetricPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *MetricSeries) GetStride() int64 {
+	if x != nil {
+		return x.Stride
+	}
+	return 0
+}
+
+// MetricPoint is one value of a metric.
+type MetricPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// step, when the trainer reported one.
+	Step          *int64  `protobuf:"varint,2,opt,name=step,proto3,oneof" json:"step,omitempty"`
+	Value         float64 `protobuf:"fixed64,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricPoint) Reset() {
+	*x = MetricPoint{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricPoint) ProtoMessage() {}
+
+func (x *MetricPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricPoint.ProtoReflect.Descriptor instead.
+func (*MetricPoint) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *MetricPoint) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *MetricPoint) GetStep() int64 {
+	if x != nil && x.Step != nil {
+		return *x.Step
+	}
+	return 0
+}
+
+func (x *MetricPoint) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+type WatchTrainJobMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Metrics       []string               `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTrainJobMetricsRequest) Reset() {
+	*x = WatchTrainJobMetricsRequest{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTrainJobMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTrainJobMetricsRequest) ProtoMessage() {}
+
+func (x *WatchTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTrainJobMetricsRequest.ProtoReflect.Descriptor instead.
+func (*WatchTrainJobMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchTrainJobMetricsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchTrainJobMetricsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchTrainJobMetricsRequest) GetMetrics() []string {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+type WatchTrainJobMetricsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchTrainJobMetricsResponse_History
+	//	*WatchTrainJobMetricsResponse_Points
+	//	*WatchTrainJobMetricsResponse_Finished
+	Event         isWatchTrainJobMetricsResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTrainJobMetricsResponse) Reset() {
+	*x = WatchTrainJobMetricsResponse{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTrainJobMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTrainJobMetricsResponse) ProtoMessage() {}
+
+func (x *WatchTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTrainJobMetricsResponse.ProtoReflect.Descriptor instead.
+func (*WatchTrainJobMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *WatchTrainJobMetricsResponse) GetEvent() isWatchTrainJobMetricsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchTrainJobMetricsResponse) GetHistory() *GetTrainJobMetricsResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTrainJobMetricsResponse_History); ok {
+			return x.History
+		}
+	}
+	return nil
+}
+
+func (x *WatchTrainJobMetricsResponse) GetPoints() *MetricPoints {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTrainJobMetricsResponse_Points); ok {
+			return x.Points
+		}
+	}
+	return nil
+}
+
+func (x *WatchTrainJobMetricsResponse) GetFinished() *TrainJobStatus {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTrainJobMetricsResponse_Finished); ok {
+			return x.Finished
+		}
+	}
+	return nil
+}
+
+type isWatchTrainJobMetricsResponse_Event interface {
+	isWatchTrainJobMetricsResponse_Event()
+}
+
+type WatchTrainJobMetricsResponse_History struct {
+	// history is the whole history, sent first (and again if the stream had to start over).
+	History *GetTrainJobMetricsResponse `protobuf:"bytes,1,opt,name=history,proto3,oneof"`
+}
+
+type WatchTrainJobMetricsResponse_Points struct {
+	// points are new points, by metric, since the last message.
+	Points *MetricPoints `protobuf:"bytes,2,opt,name=points,proto3,oneof"`
+}
+
+type WatchTrainJobMetricsResponse_Finished struct {
+	// finished: the job completed or failed; no more points come.
+	Finished *TrainJobStatus `protobuf:"bytes,3,opt,name=finished,proto3,oneof"`
+}
+
+func (*WatchTrainJobMetricsResponse_History) isWatchTrainJobMetricsResponse_Event() {}
+
+func (*WatchTrainJobMetricsResponse_Points) isWatchTrainJobMetricsResponse_Event() {}
+
+func (*WatchTrainJobMetricsResponse_Finished) isWatchTrainJobMetricsResponse_Event() {}
+
+// MetricPoints are new points of several metrics.
+type MetricPoints struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Series        []*MetricSeries        `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricPoints) Reset() {
+	*x = MetricPoints{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricPoints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricPoints) ProtoMessage() {}
+
+func (x *MetricPoints) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricPoints.ProtoReflect.Descriptor instead.
+func (*MetricPoints) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *MetricPoints) GetSeries() []*MetricSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
 var File_kiln_v1_trainjob_proto protoreflect.FileDescriptor
 
 const file_kiln_v1_trainjob_proto_rawDesc = "" +
@@ -2991,7 +3677,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x17active_deadline_seconds\x18\x0f \x01(\x03H\x00R\x15activeDeadlineSeconds\x88\x01\x01\x12@\n" +
 	"\x1attl_seconds_after_finished\x18\x10 \x01(\x05H\x01R\x17ttlSecondsAfterFinished\x88\x01\x01B\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\x8f\x06\n" +
+	"\x1b_ttl_seconds_after_finished\"\xbe\x06\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3010,9 +3696,39 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\r \x03(\v2\x12.kiln.v1.ConditionR\n" +
 	"conditions\x12-\n" +
-	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestartsB\x1a\n" +
+	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestarts\x12-\n" +
+	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogressB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\xff\x01\n" +
+	"\x1b_ttl_seconds_after_finished\"\xfa\x03\n" +
+	"\bProgress\x12\x1d\n" +
+	"\apercent\x18\x01 \x01(\x05H\x00R\apercent\x88\x01\x01\x12$\n" +
+	"\veta_seconds\x18\x02 \x01(\x05H\x01R\n" +
+	"etaSeconds\x88\x01\x01\x12)\n" +
+	"\ametrics\x18\x03 \x03(\v2\x0f.kiln.v1.MetricR\ametrics\x12;\n" +
+	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x17\n" +
+	"\x04step\x18\x05 \x01(\x03H\x02R\x04step\x88\x01\x01\x12$\n" +
+	"\vtotal_steps\x18\x06 \x01(\x03H\x03R\n" +
+	"totalSteps\x88\x01\x01\x123\n" +
+	"\n" +
+	"checkpoint\x18\a \x01(\v2\x13.kiln.v1.CheckpointR\n" +
+	"checkpoint\x12?\n" +
+	"\x19progress_deadline_seconds\x18\b \x01(\x03H\x04R\x17progressDeadlineSeconds\x88\x01\x01\x129\n" +
+	"\n" +
+	"stall_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstallTimeB\n" +
+	"\n" +
+	"\b_percentB\x0e\n" +
+	"\f_eta_secondsB\a\n" +
+	"\x05_stepB\x0e\n" +
+	"\f_total_stepsB\x1c\n" +
+	"\x1a_progress_deadline_seconds\"2\n" +
+	"\x06Metric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"4\n" +
+	"\n" +
+	"Checkpoint\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xff\x01\n" +
 	"\bRestarts\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12.\n" +
 	"\x13counted_towards_max\x18\x02 \x01(\x05R\x11countedTowardsMax\x12!\n" +
@@ -3186,7 +3902,36 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\n" +
 	"first_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstTime\x127\n" +
 	"\tlast_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\x12\x16\n" +
-	"\x06source\x18\b \x01(\tR\x06source*b\n" +
+	"\x06source\x18\b \x01(\tR\x06source\"g\n" +
+	"\x19GetTrainJobMetricsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\ametrics\x18\x03 \x03(\tR\ametrics\"\xa2\x01\n" +
+	"\x1aGetTrainJobMetricsResponse\x12-\n" +
+	"\x06series\x18\x01 \x03(\v2\x15.kiln.v1.MetricSeriesR\x06series\x12\x18\n" +
+	"\areports\x18\x02 \x01(\x03R\areports\x12;\n" +
+	"\vupdate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"h\n" +
+	"\fMetricSeries\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x06points\x18\x02 \x03(\v2\x14.kiln.v1.MetricPointR\x06points\x12\x16\n" +
+	"\x06stride\x18\x03 \x01(\x03R\x06stride\"u\n" +
+	"\vMetricPoint\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x17\n" +
+	"\x04step\x18\x02 \x01(\x03H\x00R\x04step\x88\x01\x01\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\x01R\x05valueB\a\n" +
+	"\x05_step\"i\n" +
+	"\x1bWatchTrainJobMetricsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\ametrics\x18\x03 \x03(\tR\ametrics\"\xd0\x01\n" +
+	"\x1cWatchTrainJobMetricsResponse\x12?\n" +
+	"\ahistory\x18\x01 \x01(\v2#.kiln.v1.GetTrainJobMetricsResponseH\x00R\ahistory\x12/\n" +
+	"\x06points\x18\x02 \x01(\v2\x15.kiln.v1.MetricPointsH\x00R\x06points\x125\n" +
+	"\bfinished\x18\x03 \x01(\v2\x17.kiln.v1.TrainJobStatusH\x00R\bfinishedB\a\n" +
+	"\x05event\"=\n" +
+	"\fMetricPoints\x12-\n" +
+	"\x06series\x18\x01 \x03(\v2\x15.kiln.v1.MetricSeriesR\x06series*b\n" +
 	"\vRuntimeKind\x12\x1c\n" +
 	"\x18RUNTIME_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RUNTIME_KIND_CLUSTER\x10\x01\x12\x1b\n" +
@@ -3204,7 +3949,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_MODIFIED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_DELETED\x10\x03\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x04\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x052\xc7\x06\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x052\x92\b\n" +
 	"\x0fTrainJobService\x12Q\n" +
 	"\x0eCreateTrainJob\x12\x1e.kiln.v1.CreateTrainJobRequest\x1a\x1f.kiln.v1.CreateTrainJobResponse\x12M\n" +
 	"\vGetTrainJob\x12\x1b.kiln.v1.GetTrainJobRequest\x1a\x1c.kiln.v1.GetTrainJobResponse\"\x03\x90\x02\x01\x12S\n" +
@@ -3217,7 +3962,9 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"StreamLogs\x12\x1a.kiln.v1.StreamLogsRequest\x1a\x1b.kiln.v1.StreamLogsResponse0\x01\x12J\n" +
 	"\n" +
 	"ListEvents\x12\x1a.kiln.v1.ListEventsRequest\x1a\x1b.kiln.v1.ListEventsResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\x10ConvertManifests\x12 .kiln.v1.ConvertManifestsRequest\x1a!.kiln.v1.ConvertManifestsResponseB\x89\x01\n" +
+	"\x10ConvertManifests\x12 .kiln.v1.ConvertManifestsRequest\x1a!.kiln.v1.ConvertManifestsResponse\x12b\n" +
+	"\x12GetTrainJobMetrics\x12\".kiln.v1.GetTrainJobMetricsRequest\x1a#.kiln.v1.GetTrainJobMetricsResponse\"\x03\x90\x02\x01\x12e\n" +
+	"\x14WatchTrainJobMetrics\x12$.kiln.v1.WatchTrainJobMetricsRequest\x1a%.kiln.v1.WatchTrainJobMetricsResponse0\x01B\x89\x01\n" +
 	"\vcom.kiln.v1B\rTrainjobProtoP\x01Z.github.com/kiln-ml/kiln/api/gen/kiln/v1;kilnv1\xa2\x02\x03KXX\xaa\x02\aKiln.V1\xca\x02\aKiln\\V1\xe2\x02\x13Kiln\\V1\\GPBMetadata\xea\x02\bKiln::V1b\x06proto3"
 
 var (
@@ -3233,124 +3980,151 @@ func file_kiln_v1_trainjob_proto_rawDescGZIP() []byte {
 }
 
 var file_kiln_v1_trainjob_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_kiln_v1_trainjob_proto_goTypes = []any{
-	(RuntimeKind)(0),                 // 0: kiln.v1.RuntimeKind
-	(State)(0),                       // 1: kiln.v1.State
-	(WatchEventType)(0),              // 2: kiln.v1.WatchEventType
-	(*TrainJob)(nil),                 // 3: kiln.v1.TrainJob
-	(*EnvVar)(nil),                   // 4: kiln.v1.EnvVar
-	(*Resources)(nil),                // 5: kiln.v1.Resources
-	(*TrainJobSpec)(nil),             // 6: kiln.v1.TrainJobSpec
-	(*TrainJobStatus)(nil),           // 7: kiln.v1.TrainJobStatus
-	(*Restarts)(nil),                 // 8: kiln.v1.Restarts
-	(*QueuePosition)(nil),            // 9: kiln.v1.QueuePosition
-	(*Step)(nil),                     // 10: kiln.v1.Step
-	(*Device)(nil),                   // 11: kiln.v1.Device
-	(*ReplicatedJobStatus)(nil),      // 12: kiln.v1.ReplicatedJobStatus
-	(*Condition)(nil),                // 13: kiln.v1.Condition
-	(*NewTrainJob)(nil),              // 14: kiln.v1.NewTrainJob
-	(*CreateTrainJobRequest)(nil),    // 15: kiln.v1.CreateTrainJobRequest
-	(*CreateTrainJobResponse)(nil),   // 16: kiln.v1.CreateTrainJobResponse
-	(*GetTrainJobRequest)(nil),       // 17: kiln.v1.GetTrainJobRequest
-	(*GetTrainJobResponse)(nil),      // 18: kiln.v1.GetTrainJobResponse
-	(*ListTrainJobsRequest)(nil),     // 19: kiln.v1.ListTrainJobsRequest
-	(*ListTrainJobsResponse)(nil),    // 20: kiln.v1.ListTrainJobsResponse
-	(*WatchTrainJobsRequest)(nil),    // 21: kiln.v1.WatchTrainJobsRequest
-	(*WatchTrainJobsResponse)(nil),   // 22: kiln.v1.WatchTrainJobsResponse
-	(*SuspendTrainJobRequest)(nil),   // 23: kiln.v1.SuspendTrainJobRequest
-	(*SuspendTrainJobResponse)(nil),  // 24: kiln.v1.SuspendTrainJobResponse
-	(*ResumeTrainJobRequest)(nil),    // 25: kiln.v1.ResumeTrainJobRequest
-	(*ResumeTrainJobResponse)(nil),   // 26: kiln.v1.ResumeTrainJobResponse
-	(*DeleteTrainJobRequest)(nil),    // 27: kiln.v1.DeleteTrainJobRequest
-	(*DeleteTrainJobResponse)(nil),   // 28: kiln.v1.DeleteTrainJobResponse
-	(*ConvertManifestsRequest)(nil),  // 29: kiln.v1.ConvertManifestsRequest
-	(*ConvertManifestsResponse)(nil), // 30: kiln.v1.ConvertManifestsResponse
-	(*ConvertedManifest)(nil),        // 31: kiln.v1.ConvertedManifest
-	(*ConversionWarning)(nil),        // 32: kiln.v1.ConversionWarning
-	(*StreamLogsRequest)(nil),        // 33: kiln.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),       // 34: kiln.v1.StreamLogsResponse
-	(*LogLine)(nil),                  // 35: kiln.v1.LogLine
-	(*ListEventsRequest)(nil),        // 36: kiln.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),       // 37: kiln.v1.ListEventsResponse
-	(*Event)(nil),                    // 38: kiln.v1.Event
-	nil,                              // 39: kiln.v1.TrainJob.LabelsEntry
-	nil,                              // 40: kiln.v1.TrainJob.AnnotationsEntry
-	nil,                              // 41: kiln.v1.Resources.RequestsEntry
-	nil,                              // 42: kiln.v1.Resources.LimitsEntry
-	nil,                              // 43: kiln.v1.NewTrainJob.LabelsEntry
-	nil,                              // 44: kiln.v1.NewTrainJob.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),    // 45: google.protobuf.Timestamp
+	(RuntimeKind)(0),                     // 0: kiln.v1.RuntimeKind
+	(State)(0),                           // 1: kiln.v1.State
+	(WatchEventType)(0),                  // 2: kiln.v1.WatchEventType
+	(*TrainJob)(nil),                     // 3: kiln.v1.TrainJob
+	(*EnvVar)(nil),                       // 4: kiln.v1.EnvVar
+	(*Resources)(nil),                    // 5: kiln.v1.Resources
+	(*TrainJobSpec)(nil),                 // 6: kiln.v1.TrainJobSpec
+	(*TrainJobStatus)(nil),               // 7: kiln.v1.TrainJobStatus
+	(*Progress)(nil),                     // 8: kiln.v1.Progress
+	(*Metric)(nil),                       // 9: kiln.v1.Metric
+	(*Checkpoint)(nil),                   // 10: kiln.v1.Checkpoint
+	(*Restarts)(nil),                     // 11: kiln.v1.Restarts
+	(*QueuePosition)(nil),                // 12: kiln.v1.QueuePosition
+	(*Step)(nil),                         // 13: kiln.v1.Step
+	(*Device)(nil),                       // 14: kiln.v1.Device
+	(*ReplicatedJobStatus)(nil),          // 15: kiln.v1.ReplicatedJobStatus
+	(*Condition)(nil),                    // 16: kiln.v1.Condition
+	(*NewTrainJob)(nil),                  // 17: kiln.v1.NewTrainJob
+	(*CreateTrainJobRequest)(nil),        // 18: kiln.v1.CreateTrainJobRequest
+	(*CreateTrainJobResponse)(nil),       // 19: kiln.v1.CreateTrainJobResponse
+	(*GetTrainJobRequest)(nil),           // 20: kiln.v1.GetTrainJobRequest
+	(*GetTrainJobResponse)(nil),          // 21: kiln.v1.GetTrainJobResponse
+	(*ListTrainJobsRequest)(nil),         // 22: kiln.v1.ListTrainJobsRequest
+	(*ListTrainJobsResponse)(nil),        // 23: kiln.v1.ListTrainJobsResponse
+	(*WatchTrainJobsRequest)(nil),        // 24: kiln.v1.WatchTrainJobsRequest
+	(*WatchTrainJobsResponse)(nil),       // 25: kiln.v1.WatchTrainJobsResponse
+	(*SuspendTrainJobRequest)(nil),       // 26: kiln.v1.SuspendTrainJobRequest
+	(*SuspendTrainJobResponse)(nil),      // 27: kiln.v1.SuspendTrainJobResponse
+	(*ResumeTrainJobRequest)(nil),        // 28: kiln.v1.ResumeTrainJobRequest
+	(*ResumeTrainJobResponse)(nil),       // 29: kiln.v1.ResumeTrainJobResponse
+	(*DeleteTrainJobRequest)(nil),        // 30: kiln.v1.DeleteTrainJobRequest
+	(*DeleteTrainJobResponse)(nil),       // 31: kiln.v1.DeleteTrainJobResponse
+	(*ConvertManifestsRequest)(nil),      // 32: kiln.v1.ConvertManifestsRequest
+	(*ConvertManifestsResponse)(nil),     // 33: kiln.v1.ConvertManifestsResponse
+	(*ConvertedManifest)(nil),            // 34: kiln.v1.ConvertedManifest
+	(*ConversionWarning)(nil),            // 35: kiln.v1.ConversionWarning
+	(*StreamLogsRequest)(nil),            // 36: kiln.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),           // 37: kiln.v1.StreamLogsResponse
+	(*LogLine)(nil),                      // 38: kiln.v1.LogLine
+	(*ListEventsRequest)(nil),            // 39: kiln.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),           // 40: kiln.v1.ListEventsResponse
+	(*Event)(nil),                        // 41: kiln.v1.Event
+	(*GetTrainJobMetricsRequest)(nil),    // 42: kiln.v1.GetTrainJobMetricsRequest
+	(*GetTrainJobMetricsResponse)(nil),   // 43: kiln.v1.GetTrainJobMetricsResponse
+	(*MetricSeries)(nil),                 // 44: kiln.v1.MetricSeries
+	(*MetricPoint)(nil),                  // 45: kiln.v1.MetricPoint
+	(*WatchTrainJobMetricsRequest)(nil),  // 46: kiln.v1.WatchTrainJobMetricsRequest
+	(*WatchTrainJobMetricsResponse)(nil), // 47: kiln.v1.WatchTrainJobMetricsResponse
+	(*MetricPoints)(nil),                 // 48: kiln.v1.MetricPoints
+	nil,                                  // 49: kiln.v1.TrainJob.LabelsEntry
+	nil,                                  // 50: kiln.v1.TrainJob.AnnotationsEntry
+	nil,                                  // 51: kiln.v1.Resources.RequestsEntry
+	nil,                                  // 52: kiln.v1.Resources.LimitsEntry
+	nil,                                  // 53: kiln.v1.NewTrainJob.LabelsEntry
+	nil,                                  // 54: kiln.v1.NewTrainJob.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),        // 55: google.protobuf.Timestamp
 }
 var file_kiln_v1_trainjob_proto_depIdxs = []int32{
-	45, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
-	39, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
-	40, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
+	55, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
+	49, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
+	50, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
 	6,  // 3: kiln.v1.TrainJob.spec:type_name -> kiln.v1.TrainJobSpec
 	7,  // 4: kiln.v1.TrainJob.status:type_name -> kiln.v1.TrainJobStatus
-	41, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
-	42, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
+	51, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
+	52, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
 	0,  // 7: kiln.v1.TrainJobSpec.runtime_kind:type_name -> kiln.v1.RuntimeKind
 	4,  // 8: kiln.v1.TrainJobSpec.env:type_name -> kiln.v1.EnvVar
 	5,  // 9: kiln.v1.TrainJobSpec.resources_per_node:type_name -> kiln.v1.Resources
 	1,  // 10: kiln.v1.TrainJobStatus.state:type_name -> kiln.v1.State
-	45, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
-	45, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	45, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
-	45, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
-	9,  // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
-	10, // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
-	12, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
-	13, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
-	8,  // 19: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
-	45, // 20: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
-	11, // 21: kiln.v1.Step.devices:type_name -> kiln.v1.Device
-	45, // 22: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
-	45, // 23: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	43, // 24: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
-	44, // 25: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
-	6,  // 26: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
-	14, // 27: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
-	3,  // 28: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 29: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	1,  // 30: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
-	3,  // 31: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
-	2,  // 32: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
-	3,  // 33: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 34: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 35: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	31, // 36: kiln.v1.ConvertManifestsResponse.manifests:type_name -> kiln.v1.ConvertedManifest
-	32, // 37: kiln.v1.ConvertManifestsResponse.warnings:type_name -> kiln.v1.ConversionWarning
-	35, // 38: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
-	45, // 39: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	38, // 40: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
-	45, // 41: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
-	45, // 42: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
-	15, // 43: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
-	17, // 44: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
-	19, // 45: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
-	21, // 46: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
-	23, // 47: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
-	25, // 48: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
-	27, // 49: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
-	33, // 50: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
-	36, // 51: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
-	29, // 52: kiln.v1.TrainJobService.ConvertManifests:input_type -> kiln.v1.ConvertManifestsRequest
-	16, // 53: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
-	18, // 54: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
-	20, // 55: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
-	22, // 56: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
-	24, // 57: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
-	26, // 58: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
-	28, // 59: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
-	34, // 60: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
-	37, // 61: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
-	30, // 62: kiln.v1.TrainJobService.ConvertManifests:output_type -> kiln.v1.ConvertManifestsResponse
-	53, // [53:63] is the sub-list for method output_type
-	43, // [43:53] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	55, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
+	55, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	55, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
+	55, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
+	12, // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
+	13, // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
+	15, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
+	16, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
+	11, // 19: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
+	8,  // 20: kiln.v1.TrainJobStatus.progress:type_name -> kiln.v1.Progress
+	9,  // 21: kiln.v1.Progress.metrics:type_name -> kiln.v1.Metric
+	55, // 22: kiln.v1.Progress.update_time:type_name -> google.protobuf.Timestamp
+	10, // 23: kiln.v1.Progress.checkpoint:type_name -> kiln.v1.Checkpoint
+	55, // 24: kiln.v1.Progress.stall_time:type_name -> google.protobuf.Timestamp
+	55, // 25: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
+	14, // 26: kiln.v1.Step.devices:type_name -> kiln.v1.Device
+	55, // 27: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
+	55, // 28: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	53, // 29: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
+	54, // 30: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
+	6,  // 31: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
+	17, // 32: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
+	3,  // 33: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 34: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	1,  // 35: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
+	3,  // 36: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
+	2,  // 37: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
+	3,  // 38: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 39: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 40: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	34, // 41: kiln.v1.ConvertManifestsResponse.manifests:type_name -> kiln.v1.ConvertedManifest
+	35, // 42: kiln.v1.ConvertManifestsResponse.warnings:type_name -> kiln.v1.ConversionWarning
+	38, // 43: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
+	55, // 44: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	41, // 45: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
+	55, // 46: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
+	55, // 47: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
+	44, // 48: kiln.v1.GetTrainJobMetricsResponse.series:type_name -> kiln.v1.MetricSeries
+	55, // 49: kiln.v1.GetTrainJobMetricsResponse.update_time:type_name -> google.protobuf.Timestamp
+	45, // 50: kiln.v1.MetricSeries.points:type_name -> kiln.v1.MetricPoint
+	55, // 51: kiln.v1.MetricPoint.time:type_name -> google.protobuf.Timestamp
+	43, // 52: kiln.v1.WatchTrainJobMetricsResponse.history:type_name -> kiln.v1.GetTrainJobMetricsResponse
+	48, // 53: kiln.v1.WatchTrainJobMetricsResponse.points:type_name -> kiln.v1.MetricPoints
+	7,  // 54: kiln.v1.WatchTrainJobMetricsResponse.finished:type_name -> kiln.v1.TrainJobStatus
+	44, // 55: kiln.v1.MetricPoints.series:type_name -> kiln.v1.MetricSeries
+	18, // 56: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
+	20, // 57: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
+	22, // 58: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
+	24, // 59: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
+	26, // 60: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
+	28, // 61: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
+	30, // 62: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
+	36, // 63: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
+	39, // 64: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
+	32, // 65: kiln.v1.TrainJobService.ConvertManifests:input_type -> kiln.v1.ConvertManifestsRequest
+	42, // 66: kiln.v1.TrainJobService.GetTrainJobMetrics:input_type -> kiln.v1.GetTrainJobMetricsRequest
+	46, // 67: kiln.v1.TrainJobService.WatchTrainJobMetrics:input_type -> kiln.v1.WatchTrainJobMetricsRequest
+	19, // 68: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
+	21, // 69: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
+	23, // 70: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
+	25, // 71: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
+	27, // 72: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
+	29, // 73: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
+	31, // 74: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
+	37, // 75: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
+	40, // 76: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
+	33, // 77: kiln.v1.TrainJobService.ConvertManifests:output_type -> kiln.v1.ConvertManifestsResponse
+	43, // 78: kiln.v1.TrainJobService.GetTrainJobMetrics:output_type -> kiln.v1.GetTrainJobMetricsResponse
+	47, // 79: kiln.v1.TrainJobService.WatchTrainJobMetrics:output_type -> kiln.v1.WatchTrainJobMetricsResponse
+	68, // [68:80] is the sub-list for method output_type
+	56, // [56:68] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_kiln_v1_trainjob_proto_init() }
@@ -3360,19 +4134,26 @@ func file_kiln_v1_trainjob_proto_init() {
 	}
 	file_kiln_v1_trainjob_proto_msgTypes[3].OneofWrappers = []any{}
 	file_kiln_v1_trainjob_proto_msgTypes[4].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[7].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[12].OneofWrappers = []any{
+	file_kiln_v1_trainjob_proto_msgTypes[5].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[10].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[15].OneofWrappers = []any{
 		(*CreateTrainJobRequest_TrainJob)(nil),
 		(*CreateTrainJobRequest_Manifest)(nil),
 	}
-	file_kiln_v1_trainjob_proto_msgTypes[30].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[33].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[42].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[44].OneofWrappers = []any{
+		(*WatchTrainJobMetricsResponse_History)(nil),
+		(*WatchTrainJobMetricsResponse_Points)(nil),
+		(*WatchTrainJobMetricsResponse_Finished)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_trainjob_proto_rawDesc), len(file_kiln_v1_trainjob_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,6 +58,9 @@ __all__ = [
     "Resources",
     "TrainJobSpec",
     "TrainJobStatus",
+    "Progress",
+    "Metric",
+    "Checkpoint",
     "Restarts",
     "QueuePosition",
     "Step",
@@ -89,6 +92,13 @@ __all__ = [
     "ListEventsRequest",
     "ListEventsResponse",
     "Event",
+    "GetTrainJobMetricsRequest",
+    "GetTrainJobMetricsResponse",
+    "MetricSeries",
+    "MetricPoint",
+    "WatchTrainJobMetricsRequest",
+    "WatchTrainJobMetricsResponse",
+    "MetricPoints",
     "QueueServiceClient",
     "RuntimeServiceClient",
     "CronTrainJobServiceClient",
@@ -620,6 +630,50 @@ class TrainJobStatus(Message):
     #: restarts counts the restarts of all the job's pods together by its runtime's failure
     #: policy; unset when the job runs without one.
     restarts: Optional[Restarts] = None
+    #: progress is what the trainer last reported (status.trainerStatus); unset until it reports.
+    progress: Optional[Progress] = None
+
+
+@dataclass
+class Progress(Message):
+    """Progress is what a job's trainer reports of its training (upstream's trainerStatus), with
+    what Kiln reads from its metrics.
+    """
+
+    #: percent complete, 0 to 100, when the trainer knows it.
+    percent: Optional[int] = None
+    #: eta_seconds is the trainer's estimate of the training time left.
+    eta_seconds: Optional[int] = None
+    #: metrics are the latest values, as reported (strings), in the trainer's order.
+    metrics: List[Metric] = field(default_factory=list)
+    #: update_time is when the trainer observed this.
+    update_time: Optional[datetime] = None
+    #: step and total_steps, from the metrics of those names.
+    step: Optional[int] = None
+    total_steps: Optional[int] = None
+    #: checkpoint is the newest checkpoint the trainer reported (kiln.checkpoint).
+    checkpoint: Optional[Checkpoint] = None
+    #: progress_deadline_seconds is the job's kiln.dev/progress-deadline: how long it may go
+    #: without reporting before Kiln restarts it once, then fails it.
+    progress_deadline_seconds: Optional[int] = None
+    #: stall_time is when that deadline falls due, if the job stays silent.
+    stall_time: Optional[datetime] = None
+
+
+@dataclass
+class Metric(Message):
+    """Metric is one reported metric."""
+
+    name: str = ""
+    value: str = ""
+
+
+@dataclass
+class Checkpoint(Message):
+    """Checkpoint is a checkpoint the trainer saved."""
+
+    step: int = 0
+    path: str = ""
 
 
 @dataclass
@@ -991,6 +1045,74 @@ class Event(Message):
     source: str = ""
 
 
+@dataclass
+class GetTrainJobMetricsRequest(Message):
+    """GetTrainJobMetricsRequest is a message of the Kiln API."""
+
+    namespace: str = ""
+    name: str = ""
+    #: metrics names the metrics wanted; empty: all.
+    metrics: List[str] = field(default_factory=list)
+
+
+@dataclass
+class GetTrainJobMetricsResponse(Message):
+    """GetTrainJobMetricsResponse is a message of the Kiln API."""
+
+    series: List[MetricSeries] = field(default_factory=list)
+    #: reports counts the reports the history has seen.
+    reports: int = 0
+    update_time: Optional[datetime] = None
+
+
+@dataclass
+class MetricSeries(Message):
+    """MetricSeries is one metric over the run."""
+
+    name: str = ""
+    points: List[MetricPoint] = field(default_factory=list)
+    #: stride is how many reports one point stands for (it doubles as the run grows).
+    stride: int = 0
+
+
+@dataclass
+class MetricPoint(Message):
+    """MetricPoint is one value of a metric."""
+
+    time: Optional[datetime] = None
+    #: step, when the trainer reported one.
+    step: Optional[int] = None
+    value: float = 0.0
+
+
+@dataclass
+class WatchTrainJobMetricsRequest(Message):
+    """WatchTrainJobMetricsRequest is a message of the Kiln API."""
+
+    namespace: str = ""
+    name: str = ""
+    metrics: List[str] = field(default_factory=list)
+
+
+@dataclass
+class WatchTrainJobMetricsResponse(Message):
+    """WatchTrainJobMetricsResponse is a message of the Kiln API."""
+
+    #: history is the whole history, sent first (and again if the stream had to start over).
+    history: Optional[GetTrainJobMetricsResponse] = None
+    #: points are new points, by metric, since the last message.
+    points: Optional[MetricPoints] = None
+    #: finished: the job completed or failed; no more points come.
+    finished: Optional[TrainJobStatus] = None
+
+
+@dataclass
+class MetricPoints(Message):
+    """MetricPoints are new points of several metrics."""
+
+    series: List[MetricSeries] = field(default_factory=list)
+
+
 # The field tables come last: they refer to classes defined anywhere above.
 Queue._fields = (
     Field("name", "name", Kind.STRING),
@@ -1221,6 +1343,26 @@ TrainJobStatus._fields = (
     Field("jobs", "jobs", Kind.MESSAGE, ref=ReplicatedJobStatus, repeated=True),
     Field("conditions", "conditions", Kind.MESSAGE, ref=Condition, repeated=True),
     Field("restarts", "restarts", Kind.MESSAGE, ref=Restarts),
+    Field("progress", "progress", Kind.MESSAGE, ref=Progress),
+)
+Progress._fields = (
+    Field("percent", "percent", Kind.INT32, optional=True),
+    Field("eta_seconds", "etaSeconds", Kind.INT32, optional=True),
+    Field("metrics", "metrics", Kind.MESSAGE, ref=Metric, repeated=True),
+    Field("update_time", "updateTime", Kind.TIMESTAMP),
+    Field("step", "step", Kind.INT64, optional=True),
+    Field("total_steps", "totalSteps", Kind.INT64, optional=True),
+    Field("checkpoint", "checkpoint", Kind.MESSAGE, ref=Checkpoint),
+    Field("progress_deadline_seconds", "progressDeadlineSeconds", Kind.INT64, optional=True),
+    Field("stall_time", "stallTime", Kind.TIMESTAMP),
+)
+Metric._fields = (
+    Field("name", "name", Kind.STRING),
+    Field("value", "value", Kind.STRING),
+)
+Checkpoint._fields = (
+    Field("step", "step", Kind.INT64),
+    Field("path", "path", Kind.STRING),
 )
 Restarts._fields = (
     Field("count", "count", Kind.INT32),
@@ -1404,6 +1546,39 @@ Event._fields = (
     Field("last_time", "lastTime", Kind.TIMESTAMP),
     Field("source", "source", Kind.STRING),
 )
+GetTrainJobMetricsRequest._fields = (
+    Field("namespace", "namespace", Kind.STRING),
+    Field("name", "name", Kind.STRING),
+    Field("metrics", "metrics", Kind.STRING, repeated=True),
+)
+GetTrainJobMetricsResponse._fields = (
+    Field("series", "series", Kind.MESSAGE, ref=MetricSeries, repeated=True),
+    Field("reports", "reports", Kind.INT64),
+    Field("update_time", "updateTime", Kind.TIMESTAMP),
+)
+MetricSeries._fields = (
+    Field("name", "name", Kind.STRING),
+    Field("points", "points", Kind.MESSAGE, ref=MetricPoint, repeated=True),
+    Field("stride", "stride", Kind.INT64),
+)
+MetricPoint._fields = (
+    Field("time", "time", Kind.TIMESTAMP),
+    Field("step", "step", Kind.INT64, optional=True),
+    Field("value", "value", Kind.FLOAT),
+)
+WatchTrainJobMetricsRequest._fields = (
+    Field("namespace", "namespace", Kind.STRING),
+    Field("name", "name", Kind.STRING),
+    Field("metrics", "metrics", Kind.STRING, repeated=True),
+)
+WatchTrainJobMetricsResponse._fields = (
+    Field("history", "history", Kind.MESSAGE, ref=GetTrainJobMetricsResponse),
+    Field("points", "points", Kind.MESSAGE, ref=MetricPoints),
+    Field("finished", "finished", Kind.MESSAGE, ref=TrainJobStatus),
+)
+MetricPoints._fields = (
+    Field("series", "series", Kind.MESSAGE, ref=MetricSeries, repeated=True),
+)
 
 
 class QueueServiceClient:
@@ -1568,3 +1743,16 @@ class TrainJobServiceClient:
         runtime. Whatever does not carry over is a warning naming the source field.
         """
         return self._transport.unary(self.SERVICE, "ConvertManifests", request, ConvertManifestsResponse, timeout=timeout, idempotent=False)
+
+    def get_train_job_metrics(self, request: GetTrainJobMetricsRequest, *, timeout: Optional[float] = None) -> GetTrainJobMetricsResponse:
+        """GetTrainJobMetrics returns the history of the metrics a job's trainer reported (e.g. its
+        loss curve): per metric at most 500 points spread evenly over the whole run, then the
+        latest reported value.
+        """
+        return self._transport.unary(self.SERVICE, "GetTrainJobMetrics", request, GetTrainJobMetricsResponse, timeout=timeout, idempotent=True)
+
+    def watch_train_job_metrics(self, request: WatchTrainJobMetricsRequest, *, timeout: Optional[float] = None) -> Iterator[WatchTrainJobMetricsResponse]:
+        """WatchTrainJobMetrics streams a job's metrics: the history first, then each new report
+        as it arrives, until the job finishes or the caller stops.
+        """
+        return self._transport.server_stream(self.SERVICE, "WatchTrainJobMetrics", request, WatchTrainJobMetricsResponse, timeout=timeout)

@@ -63,6 +63,12 @@ const (
 	// TrainJobServiceConvertManifestsProcedure is the fully-qualified name of the TrainJobService's
 	// ConvertManifests RPC.
 	TrainJobServiceConvertManifestsProcedure = "/kiln.v1.TrainJobService/ConvertManifests"
+	// TrainJobServiceGetTrainJobMetricsProcedure is the fully-qualified name of the TrainJobService's
+	// GetTrainJobMetrics RPC.
+	TrainJobServiceGetTrainJobMetricsProcedure = "/kiln.v1.TrainJobService/GetTrainJobMetrics"
+	// TrainJobServiceWatchTrainJobMetricsProcedure is the fully-qualified name of the TrainJobService's
+	// WatchTrainJobMetrics RPC.
+	TrainJobServiceWatchTrainJobMetricsProcedure = "/kiln.v1.TrainJobService/WatchTrainJobMetrics"
 )
 
 // TrainJobServiceClient is a client for the kiln.v1.TrainJobService service.
@@ -94,6 +100,13 @@ type TrainJobServiceClient interface {
 	// TrainJobs of the early v2alpha1 draft become TrainJobs and CronTrainJobs on a catalog
 	// runtime. Whatever does not carry over is a warning naming the source field.
 	ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error)
+	// GetTrainJobMetrics returns the history of the metrics a job's trainer reported (e.g. its
+	// loss curve): per metric at most 500 points spread evenly over the whole run, then the
+	// latest reported value.
+	GetTrainJobMetrics(context.Context, *connect.Request[v1.GetTrainJobMetricsRequest]) (*connect.Response[v1.GetTrainJobMetricsResponse], error)
+	// WatchTrainJobMetrics streams a job's metrics: the history first, then each new report
+	// as it arrives, until the job finishes or the caller stops.
+	WatchTrainJobMetrics(context.Context, *connect.Request[v1.WatchTrainJobMetricsRequest]) (*connect.ServerStreamForClient[v1.WatchTrainJobMetricsResponse], error)
 }
 
 // NewTrainJobServiceClient constructs a client for the kiln.v1.TrainJobService service. By default,
@@ -170,21 +183,36 @@ func NewTrainJobServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(trainJobServiceMethods.ByName("ConvertManifests")),
 			connect.WithClientOptions(opts...),
 		),
+		getTrainJobMetrics: connect.NewClient[v1.GetTrainJobMetricsRequest, v1.GetTrainJobMetricsResponse](
+			httpClient,
+			baseURL+TrainJobServiceGetTrainJobMetricsProcedure,
+			connect.WithSchema(trainJobServiceMethods.ByName("GetTrainJobMetrics")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		watchTrainJobMetrics: connect.NewClient[v1.WatchTrainJobMetricsRequest, v1.WatchTrainJobMetricsResponse](
+			httpClient,
+			baseURL+TrainJobServiceWatchTrainJobMetricsProcedure,
+			connect.WithSchema(trainJobServiceMethods.ByName("WatchTrainJobMetrics")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // trainJobServiceClient implements TrainJobServiceClient.
 type trainJobServiceClient struct {
-	createTrainJob   *connect.Client[v1.CreateTrainJobRequest, v1.CreateTrainJobResponse]
-	getTrainJob      *connect.Client[v1.GetTrainJobRequest, v1.GetTrainJobResponse]
-	listTrainJobs    *connect.Client[v1.ListTrainJobsRequest, v1.ListTrainJobsResponse]
-	watchTrainJobs   *connect.Client[v1.WatchTrainJobsRequest, v1.WatchTrainJobsResponse]
-	suspendTrainJob  *connect.Client[v1.SuspendTrainJobRequest, v1.SuspendTrainJobResponse]
-	resumeTrainJob   *connect.Client[v1.ResumeTrainJobRequest, v1.ResumeTrainJobResponse]
-	deleteTrainJob   *connect.Client[v1.DeleteTrainJobRequest, v1.DeleteTrainJobResponse]
-	streamLogs       *connect.Client[v1.StreamLogsRequest, v1.StreamLogsResponse]
-	listEvents       *connect.Client[v1.ListEventsRequest, v1.ListEventsResponse]
-	convertManifests *connect.Client[v1.ConvertManifestsRequest, v1.ConvertManifestsResponse]
+	createTrainJob       *connect.Client[v1.CreateTrainJobRequest, v1.CreateTrainJobResponse]
+	getTrainJob          *connect.Client[v1.GetTrainJobRequest, v1.GetTrainJobResponse]
+	listTrainJobs        *connect.Client[v1.ListTrainJobsRequest, v1.ListTrainJobsResponse]
+	watchTrainJobs       *connect.Client[v1.WatchTrainJobsRequest, v1.WatchTrainJobsResponse]
+	suspendTrainJob      *connect.Client[v1.SuspendTrainJobRequest, v1.SuspendTrainJobResponse]
+	resumeTrainJob       *connect.Client[v1.ResumeTrainJobRequest, v1.ResumeTrainJobResponse]
+	deleteTrainJob       *connect.Client[v1.DeleteTrainJobRequest, v1.DeleteTrainJobResponse]
+	streamLogs           *connect.Client[v1.StreamLogsRequest, v1.StreamLogsResponse]
+	listEvents           *connect.Client[v1.ListEventsRequest, v1.ListEventsResponse]
+	convertManifests     *connect.Client[v1.ConvertManifestsRequest, v1.ConvertManifestsResponse]
+	getTrainJobMetrics   *connect.Client[v1.GetTrainJobMetricsRequest, v1.GetTrainJobMetricsResponse]
+	watchTrainJobMetrics *connect.Client[v1.WatchTrainJobMetricsRequest, v1.WatchTrainJobMetricsResponse]
 }
 
 // CreateTrainJob calls kiln.v1.TrainJobService.CreateTrainJob.
@@ -237,6 +265,16 @@ func (c *trainJobServiceClient) ConvertManifests(ctx context.Context, req *conne
 	return c.convertManifests.CallUnary(ctx, req)
 }
 
+// GetTrainJobMetrics calls kiln.v1.TrainJobService.GetTrainJobMetrics.
+func (c *trainJobServiceClient) GetTrainJobMetrics(ctx context.Context, req *connect.Request[v1.GetTrainJobMetricsRequest]) (*connect.Response[v1.GetTrainJobMetricsResponse], error) {
+	return c.getTrainJobMetrics.CallUnary(ctx, req)
+}
+
+// WatchTrainJobMetrics calls kiln.v1.TrainJobService.WatchTrainJobMetrics.
+func (c *trainJobServiceClient) WatchTrainJobMetrics(ctx context.Context, req *connect.Request[v1.WatchTrainJobMetricsRequest]) (*connect.ServerStreamForClient[v1.WatchTrainJobMetricsResponse], error) {
+	return c.watchTrainJobMetrics.CallServerStream(ctx, req)
+}
+
 // TrainJobServiceHandler is an implementation of the kiln.v1.TrainJobService service.
 type TrainJobServiceHandler interface {
 	// CreateTrainJob creates a TrainJob from a structured spec or from a raw manifest.
@@ -266,6 +304,13 @@ type TrainJobServiceHandler interface {
 	// TrainJobs of the early v2alpha1 draft become TrainJobs and CronTrainJobs on a catalog
 	// runtime. Whatever does not carry over is a warning naming the source field.
 	ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error)
+	// GetTrainJobMetrics returns the history of the metrics a job's trainer reported (e.g. its
+	// loss curve): per metric at most 500 points spread evenly over the whole run, then the
+	// latest reported value.
+	GetTrainJobMetrics(context.Context, *connect.Request[v1.GetTrainJobMetricsRequest]) (*connect.Response[v1.GetTrainJobMetricsResponse], error)
+	// WatchTrainJobMetrics streams a job's metrics: the history first, then each new report
+	// as it arrives, until the job finishes or the caller stops.
+	WatchTrainJobMetrics(context.Context, *connect.Request[v1.WatchTrainJobMetricsRequest], *connect.ServerStream[v1.WatchTrainJobMetricsResponse]) error
 }
 
 // NewTrainJobServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -338,6 +383,19 @@ func NewTrainJobServiceHandler(svc TrainJobServiceHandler, opts ...connect.Handl
 		connect.WithSchema(trainJobServiceMethods.ByName("ConvertManifests")),
 		connect.WithHandlerOptions(opts...),
 	)
+	trainJobServiceGetTrainJobMetricsHandler := connect.NewUnaryHandler(
+		TrainJobServiceGetTrainJobMetricsProcedure,
+		svc.GetTrainJobMetrics,
+		connect.WithSchema(trainJobServiceMethods.ByName("GetTrainJobMetrics")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	trainJobServiceWatchTrainJobMetricsHandler := connect.NewServerStreamHandler(
+		TrainJobServiceWatchTrainJobMetricsProcedure,
+		svc.WatchTrainJobMetrics,
+		connect.WithSchema(trainJobServiceMethods.ByName("WatchTrainJobMetrics")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kiln.v1.TrainJobService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TrainJobServiceCreateTrainJobProcedure:
@@ -360,6 +418,10 @@ func NewTrainJobServiceHandler(svc TrainJobServiceHandler, opts ...connect.Handl
 			trainJobServiceListEventsHandler.ServeHTTP(w, r)
 		case TrainJobServiceConvertManifestsProcedure:
 			trainJobServiceConvertManifestsHandler.ServeHTTP(w, r)
+		case TrainJobServiceGetTrainJobMetricsProcedure:
+			trainJobServiceGetTrainJobMetricsHandler.ServeHTTP(w, r)
+		case TrainJobServiceWatchTrainJobMetricsProcedure:
+			trainJobServiceWatchTrainJobMetricsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -407,4 +469,12 @@ func (UnimplementedTrainJobServiceHandler) ListEvents(context.Context, *connect.
 
 func (UnimplementedTrainJobServiceHandler) ConvertManifests(context.Context, *connect.Request[v1.ConvertManifestsRequest]) (*connect.Response[v1.ConvertManifestsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.ConvertManifests is not implemented"))
+}
+
+func (UnimplementedTrainJobServiceHandler) GetTrainJobMetrics(context.Context, *connect.Request[v1.GetTrainJobMetricsRequest]) (*connect.Response[v1.GetTrainJobMetricsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.GetTrainJobMetrics is not implemented"))
+}
+
+func (UnimplementedTrainJobServiceHandler) WatchTrainJobMetrics(context.Context, *connect.Request[v1.WatchTrainJobMetricsRequest], *connect.ServerStream[v1.WatchTrainJobMetricsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.WatchTrainJobMetrics is not implemented"))
 }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kiln/v1/trainjob.proto.
  */
 export const file_kiln_v1_trainjob: GenFile = /*@__PURE__*/
-  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLYAwoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQi5QQKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uEiMKCHJlc3RhcnRzGA4gASgLMhEua2lsbi52MS5SZXN0YXJ0c0IaChhfYWN0aXZlX2RlYWRsaW5lX3NlY29uZHNCHQobX3R0bF9zZWNvbmRzX2FmdGVyX2ZpbmlzaGVkIq4BCghSZXN0YXJ0cxINCgVjb3VudBgBIAEoBRIbChNjb3VudGVkX3Rvd2FyZHNfbWF4GAIgASgFEhQKDG1heF9yZXN0YXJ0cxgDIAEoBRITCgtsYXN0X3JlYXNvbhgEIAEoCRIUCgxsYXN0X21lc3NhZ2UYBSABKAkSNQoRbGFzdF9yZXN0YXJ0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBCg1RdWV1ZVBvc2l0aW9uEhMKC2xvY2FsX3F1ZXVlGAEgASgJEhUKDWNsdXN0ZXJfcXVldWUYAiABKAkSHwoXcG9zaXRpb25faW5fbG9jYWxfcXVldWUYAyABKAUSIQoZcG9zaXRpb25faW5fY2x1c3Rlcl9xdWV1ZRgEIAEoBRIQCgh3b3JrbG9hZBgFIAEoCRIQCghhZG1pdHRlZBgGIAEoCCKQAgoEU3RlcBIMCgRuYW1lGAEgASgJEhYKDnJlcGxpY2F0ZWRfam9iGAIgASgJEg0KBWluZGV4GAMgASgFEgsKA3BvZBgEIAEoCRINCgVwaGFzZRgFIAEoCRIMCgRub2RlGAYgASgJEiAKB2RldmljZXMYByADKAsyDy5raWxuLnYxLkRldmljZRIQCghyZXN0YXJ0cxgIIAEoBRIOCgZyZWFzb24YCSABKAkSDwoHbWVzc2FnZRgKIAEoCRIuCgpzdGFydF90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCglleGl0X2NvZGUYDCABKAVIAIgBAUIMCgpfZXhpdF9jb2RlIikKBkRldmljZRIQCghyZXNvdXJjZRgBIAEoCRINCgVjb3VudBgCIAEoAyJ4ChNSZXBsaWNhdGVkSm9iU3RhdHVzEgwKBG5hbWUYASABKAkSDQoFcmVhZHkYAiABKAUSEQoJc3VjY2VlZGVkGAMgASgFEg4KBmZhaWxlZBgEIAEoBRIOCgZhY3RpdmUYBSABKAUSEQoJc3VzcGVuZGVkGAYgASgFIqEBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSOAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE29ic2VydmVkX2dlbmVyYXRpb24YBiABKAMiqAIKC05ld1RyYWluSm9iEgwKBG5hbWUYASABKAkSFQoNZ2VuZXJhdGVfbmFtZRgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5raWxuLnYxLk5ld1RyYWluSm9iLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAQgAygLMiUua2lsbi52MS5OZXdUcmFpbkpvYi5Bbm5vdGF0aW9uc0VudHJ5EiMKBHNwZWMYBSABKAsyFS5raWxuLnYxLlRyYWluSm9iU3BlYxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKYAQoVQ3JlYXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIpCgl0cmFpbl9qb2IYAiABKAsyFC5raWxuLnYxLk5ld1RyYWluSm9iSAASEgoIbWFuaWZlc3QYAyABKAlIABIPCgdkcnlfcnVuGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGc291cmNlImIKFkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCJPChJHZXRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQaW5jbHVkZV9tYW5pZmVzdBgDIAEoCCJNChNHZXRUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2ISEAoIbWFuaWZlc3QYAiABKAkioAEKFExpc3RUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIeCgZzdGF0ZXMYBCADKA4yDi5raWxuLnYxLlN0YXRlEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJIlcKFUxpc3RUcmFpbkpvYnNSZXNwb25zZRIlCgp0cmFpbl9qb2JzGAEgAygLMhEua2lsbi52MS5UcmFpbkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinQEKFVdhdGNoVHJhaW5Kb2JzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDAoEbmFtZRgDIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgEIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAUgASgJEhkKEWhlYXJ0YmVhdF9zZWNvbmRzGAYgASgFIn8KFldhdGNoVHJhaW5Kb2JzUmVzcG9uc2USJQoEdHlwZRgBIAEoDjIXLmtpbG4udjEuV2F0Y2hFdmVudFR5cGUSJAoJdHJhaW5fam9iGAIgASgLMhEua2lsbi52MS5UcmFpbkpvYhIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJIjkKFlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPwoXU3VzcGVuZFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYiI4ChVSZXN1bWVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPgoWUmVzdW1lVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFURlbGV0ZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSIYChZEZWxldGVUcmFpbkpvYlJlc3BvbnNlIlAKF0NvbnZlcnRNYW5pZmVzdHNSZXF1ZXN0EhEKCW1hbmlmZXN0cxgBIAEoCRIPCgdydW50aW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCSJ3ChhDb252ZXJ0TWFuaWZlc3RzUmVzcG9uc2USLQoJbWFuaWZlc3RzGAEgAygLMhoua2lsbi52MS5Db252ZXJ0ZWRNYW5pZmVzdBIsCgh3YXJuaW5ncxgCIAMoCzIaLmtpbG4udjEuQ29udmVyc2lvbldhcm5pbmciZAoRQ29udmVydGVkTWFuaWZlc3QSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIQCghtYW5pZmVzdBgEIAEoCRIOCgZzb3VyY2UYBSABKAkiYwoRQ29udmVyc2lvbldhcm5pbmcSEAoIZG9jdW1lbnQYASABKAUSDgoGc291cmNlGAIgASgJEg0KBWZpZWxkGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSDAoEbm90ZRgFIAEoCCLPAQoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc3RlcBgDIAEoCRIRCgljb250YWluZXIYBCABKAkSDgoGZm9sbG93GAUgASgIEhcKCnRhaWxfbGluZXMYBiABKANIAIgBARIaCg1zaW5jZV9zZWNvbmRzGAcgASgDSAGIAQESEgoKdGltZXN0YW1wcxgIIAEoCEINCgtfdGFpbF9saW5lc0IQCg5fc2luY2Vfc2Vjb25kcyI1ChJTdHJlYW1Mb2dzUmVzcG9uc2USHwoFbGluZXMYASADKAsyEC5raWxuLnYxLkxvZ0xpbmUibwoHTG9nTGluZRIMCgRzdGVwGAEgASgJEgsKA3BvZBgCIAEoCRIRCgljb250YWluZXIYAyABKAkSDAoEdGV4dBgEIAEoCRIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChFMaXN0RXZlbnRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI0ChJMaXN0RXZlbnRzUmVzcG9uc2USHgoGZXZlbnRzGAEgAygLMg4ua2lsbi52MS5FdmVudCLEAQoFRXZlbnQSDAoEdHlwZRgBIAEoCRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIOCgZvYmplY3QYBCABKAkSDQoFY291bnQYBSABKAUSLgoKZmlyc3RfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYCCABKAkqYgoLUnVudGltZUtpbmQSHAoYUlVOVElNRV9LSU5EX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9LSU5EX0NMVVNURVIQARIbChdSVU5USU1FX0tJTkRfTkFNRVNQQUNFRBACKn4KBVN0YXRlEhUKEVNUQVRFX1VOU1BFQ0lGSUVEEAASEAoMU1RBVEVfUVVFVUVEEAESEwoPU1RBVEVfU1VTUEVOREVEEAISEQoNU1RBVEVfUlVOTklORxADEhIKDlNUQVRFX0NPTVBMRVRFEAQSEAoMU1RBVEVfRkFJTEVEEAUqyAEKDldhdGNoRXZlbnRUeXBlEiAKHFdBVENIX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIaChZXQVRDSF9FVkVOVF9UWVBFX0FEREVEEAESHQoZV0FUQ0hfRVZFTlRfVFlQRV9NT0RJRklFRBACEhwKGFdBVENIX0VWRU5UX1RZUEVfREVMRVRFRBADEhsKF1dBVENIX0VWRU5UX1RZUEVfU1lOQ0VEEAQSHgoaV0FUQ0hfRVZFTlRfVFlQRV9IRUFSVEJFQVQQBTLHBgoPVHJhaW5Kb2JTZXJ2aWNlElEKDkNyZWF0ZVRyYWluSm9iEh4ua2lsbi52MS5DcmVhdGVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USTQoLR2V0VHJhaW5Kb2ISGy5raWxuLnYxLkdldFRyYWluSm9iUmVxdWVzdBocLmtpbG4udjEuR2V0VHJhaW5Kb2JSZXNwb25zZSIDkAIBElMKDUxpc3RUcmFpbkpvYnMSHS5raWxuLnYxLkxpc3RUcmFpbkpvYnNSZXF1ZXN0Gh4ua2lsbi52MS5MaXN0VHJhaW5Kb2JzUmVzcG9uc2UiA5ACARJTCg5XYXRjaFRyYWluSm9icxIeLmtpbG4udjEuV2F0Y2hUcmFpbkpvYnNSZXF1ZXN0Gh8ua2lsbi52MS5XYXRjaFRyYWluSm9ic1Jlc3BvbnNlMAESVAoPU3VzcGVuZFRyYWluSm9iEh8ua2lsbi52MS5TdXNwZW5kVHJhaW5Kb2JSZXF1ZXN0GiAua2lsbi52MS5TdXNwZW5kVHJhaW5Kb2JSZXNwb25zZRJRCg5SZXN1bWVUcmFpbkpvYhIeLmtpbG4udjEuUmVzdW1lVHJhaW5Kb2JSZXF1ZXN0Gh8ua2lsbi52MS5SZXN1bWVUcmFpbkpvYlJlc3BvbnNlElEKDkRlbGV0ZVRyYWluSm9iEh4ua2lsbi52MS5EZWxldGVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLkRlbGV0ZVRyYWluSm9iUmVzcG9uc2USRwoKU3RyZWFtTG9ncxIaLmtpbG4udjEuU3RyZWFtTG9nc1JlcXVlc3QaGy5raWxuLnYxLlN0cmVhbUxvZ3NSZXNwb25zZTABEkoKCkxpc3RFdmVudHMSGi5raWxuLnYxLkxpc3RFdmVudHNSZXF1ZXN0Ghsua2lsbi52MS5MaXN0RXZlbnRzUmVzcG9uc2UiA5ACARJXChBDb252ZXJ0TWFuaWZlc3RzEiAua2lsbi52MS5Db252ZXJ0TWFuaWZlc3RzUmVxdWVzdBohLmtpbG4udjEuQ29udmVydE1hbmlmZXN0c1Jlc3BvbnNlQokBCgtjb20ua2lsbi52MUINVHJhaW5qb2JQcm90b1ABWi5naXRodWIuY29tL2tpbG4tbWwva2lsbi9hcGkvZ2VuL2tpbG4vdjE7a2lsbnYxogIDS1hYqgIHS2lsbi5WMcoCB0tpbG5cVjHiAhNLaWxuXFYxXEdQQk1ldGFkYXRh6gIIS2lsbjo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLYAwoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQiigUKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uEiMKCHJlc3RhcnRzGA4gASgLMhEua2lsbi52MS5SZXN0YXJ0cxIjCghwcm9ncmVzcxgPIAEoCzIRLmtpbG4udjEuUHJvZ3Jlc3NCGgoYX2FjdGl2ZV9kZWFkbGluZV9zZWNvbmRzQh0KG190dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZCKOAwoIUHJvZ3Jlc3MSFAoHcGVyY2VudBgBIAEoBUgAiAEBEhgKC2V0YV9zZWNvbmRzGAIgASgFSAGIAQESIAoHbWV0cmljcxgDIAMoCzIPLmtpbG4udjEuTWV0cmljEi8KC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRzdGVwGAUgASgDSAKIAQESGAoLdG90YWxfc3RlcHMYBiABKANIA4gBARInCgpjaGVja3BvaW50GAcgASgLMhMua2lsbi52MS5DaGVja3BvaW50EiYKGXByb2dyZXNzX2RlYWRsaW5lX3NlY29uZHMYCCABKANIBIgBARIuCgpzdGFsbF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIKCghfcGVyY2VudEIOCgxfZXRhX3NlY29uZHNCBwoFX3N0ZXBCDgoMX3RvdGFsX3N0ZXBzQhwKGl9wcm9ncmVzc19kZWFkbGluZV9zZWNvbmRzIiUKBk1ldHJpYxIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIigKCkNoZWNrcG9pbnQSDAoEc3RlcBgBIAEoAxIMCgRwYXRoGAIgASgJIq4BCghSZXN0YXJ0cxINCgVjb3VudBgBIAEoBRIbChNjb3VudGVkX3Rvd2FyZHNfbWF4GAIgASgFEhQKDG1heF9yZXN0YXJ0cxgDIAEoBRITCgtsYXN0X3JlYXNvbhgEIAEoCRIUCgxsYXN0X21lc3NhZ2UYBSABKAkSNQoRbGFzdF9yZXN0YXJ0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBCg1RdWV1ZVBvc2l0aW9uEhMKC2xvY2FsX3F1ZXVlGAEgASgJEhUKDWNsdXN0ZXJfcXVldWUYAiABKAkSHwoXcG9zaXRpb25faW5fbG9jYWxfcXVldWUYAyABKAUSIQoZcG9zaXRpb25faW5fY2x1c3Rlcl9xdWV1ZRgEIAEoBRIQCgh3b3JrbG9hZBgFIAEoCRIQCghhZG1pdHRlZBgGIAEoCCKQAgoEU3RlcBIMCgRuYW1lGAEgASgJEhYKDnJlcGxpY2F0ZWRfam9iGAIgASgJEg0KBWluZGV4GAMgASgFEgsKA3BvZBgEIAEoCRINCgVwaGFzZRgFIAEoCRIMCgRub2RlGAYgASgJEiAKB2RldmljZXMYByADKAsyDy5raWxuLnYxLkRldmljZRIQCghyZXN0YXJ0cxgIIAEoBRIOCgZyZWFzb24YCSABKAkSDwoHbWVzc2FnZRgKIAEoCRIuCgpzdGFydF90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCglleGl0X2NvZGUYDCABKAVIAIgBAUIMCgpfZXhpdF9jb2RlIikKBkRldmljZRIQCghyZXNvdXJjZRgBIAEoCRINCgVjb3VudBgCIAEoAyJ4ChNSZXBsaWNhdGVkSm9iU3RhdHVzEgwKBG5hbWUYASABKAkSDQoFcmVhZHkYAiABKAUSEQoJc3VjY2VlZGVkGAMgASgFEg4KBmZhaWxlZBgEIAEoBRIOCgZhY3RpdmUYBSABKAUSEQoJc3VzcGVuZGVkGAYgASgFIqEBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSOAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE29ic2VydmVkX2dlbmVyYXRpb24YBiABKAMiqAIKC05ld1RyYWluSm9iEgwKBG5hbWUYASABKAkSFQoNZ2VuZXJhdGVfbmFtZRgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5raWxuLnYxLk5ld1RyYWluSm9iLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAQgAygLMiUua2lsbi52MS5OZXdUcmFpbkpvYi5Bbm5vdGF0aW9uc0VudHJ5EiMKBHNwZWMYBSABKAsyFS5raWxuLnYxLlRyYWluSm9iU3BlYxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKYAQoVQ3JlYXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIpCgl0cmFpbl9qb2IYAiABKAsyFC5raWxuLnYxLk5ld1RyYWluSm9iSAASEgoIbWFuaWZlc3QYAyABKAlIABIPCgdkcnlfcnVuGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGc291cmNlImIKFkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCJPChJHZXRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQaW5jbHVkZV9tYW5pZmVzdBgDIAEoCCJNChNHZXRUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2ISEAoIbWFuaWZlc3QYAiABKAkioAEKFExpc3RUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIeCgZzdGF0ZXMYBCADKA4yDi5raWxuLnYxLlN0YXRlEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJIlcKFUxpc3RUcmFpbkpvYnNSZXNwb25zZRIlCgp0cmFpbl9qb2JzGAEgAygLMhEua2lsbi52MS5UcmFpbkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinQEKFVdhdGNoVHJhaW5Kb2JzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDAoEbmFtZRgDIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgEIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAUgASgJEhkKEWhlYXJ0YmVhdF9zZWNvbmRzGAYgASgFIn8KFldhdGNoVHJhaW5Kb2JzUmVzcG9uc2USJQoEdHlwZRgBIAEoDjIXLmtpbG4udjEuV2F0Y2hFdmVudFR5cGUSJAoJdHJhaW5fam9iGAIgASgLMhEua2lsbi52MS5UcmFpbkpvYhIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJIjkKFlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPwoXU3VzcGVuZFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYiI4ChVSZXN1bWVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPgoWUmVzdW1lVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFURlbGV0ZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSIYChZEZWxldGVUcmFpbkpvYlJlc3BvbnNlIlAKF0NvbnZlcnRNYW5pZmVzdHNSZXF1ZXN0EhEKCW1hbmlmZXN0cxgBIAEoCRIPCgdydW50aW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCSJ3ChhDb252ZXJ0TWFuaWZlc3RzUmVzcG9uc2USLQoJbWFuaWZlc3RzGAEgAygLMhoua2lsbi52MS5Db252ZXJ0ZWRNYW5pZmVzdBIsCgh3YXJuaW5ncxgCIAMoCzIaLmtpbG4udjEuQ29udmVyc2lvbldhcm5pbmciZAoRQ29udmVydGVkTWFuaWZlc3QSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIQCghtYW5pZmVzdBgEIAEoCRIOCgZzb3VyY2UYBSABKAkiYwoRQ29udmVyc2lvbldhcm5pbmcSEAoIZG9jdW1lbnQYASABKAUSDgoGc291cmNlGAIgASgJEg0KBWZpZWxkGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSDAoEbm90ZRgFIAEoCCLPAQoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc3RlcBgDIAEoCRIRCgljb250YWluZXIYBCABKAkSDgoGZm9sbG93GAUgASgIEhcKCnRhaWxfbGluZXMYBiABKANIAIgBARIaCg1zaW5jZV9zZWNvbmRzGAcgASgDSAGIAQESEgoKdGltZXN0YW1wcxgIIAEoCEINCgtfdGFpbF9saW5lc0IQCg5fc2luY2Vfc2Vjb25kcyI1ChJTdHJlYW1Mb2dzUmVzcG9uc2USHwoFbGluZXMYASADKAsyEC5raWxuLnYxLkxvZ0xpbmUibwoHTG9nTGluZRIMCgRzdGVwGAEgASgJEgsKA3BvZBgCIAEoCRIRCgljb250YWluZXIYAyABKAkSDAoEdGV4dBgEIAEoCRIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChFMaXN0RXZlbnRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI0ChJMaXN0RXZlbnRzUmVzcG9uc2USHgoGZXZlbnRzGAEgAygLMg4ua2lsbi52MS5FdmVudCLEAQoFRXZlbnQSDAoEdHlwZRgBIAEoCRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIOCgZvYmplY3QYBCABKAkSDQoFY291bnQYBSABKAUSLgoKZmlyc3RfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYCCABKAkiTQoZR2V0VHJhaW5Kb2JNZXRyaWNzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdtZXRyaWNzGAMgAygJIoUBChpHZXRUcmFpbkpvYk1ldHJpY3NSZXNwb25zZRIlCgZzZXJpZXMYASADKAsyFS5raWxuLnYxLk1ldHJpY1NlcmllcxIPCgdyZXBvcnRzGAIgASgDEi8KC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCgxNZXRyaWNTZXJpZXMSDAoEbmFtZRgBIAEoCRIkCgZwb2ludHMYAiADKAsyFC5raWxuLnYxLk1ldHJpY1BvaW50Eg4KBnN0cmlkZRgDIAEoAyJiCgtNZXRyaWNQb2ludBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRzdGVwGAIgASgDSACIAQESDQoFdmFsdWUYAyABKAFCBwoFX3N0ZXAiTwobV2F0Y2hUcmFpbkpvYk1ldHJpY3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB21ldHJpY3MYAyADKAkitQEKHFdhdGNoVHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2USNgoHaGlzdG9yeRgBIAEoCzIjLmtpbG4udjEuR2V0VHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2VIABInCgZwb2ludHMYAiABKAsyFS5raWxuLnYxLk1ldHJpY1BvaW50c0gAEisKCGZpbmlzaGVkGAMgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1c0gAQgcKBWV2ZW50IjUKDE1ldHJpY1BvaW50cxIlCgZzZXJpZXMYASADKAsyFS5raWxuLnYxLk1ldHJpY1NlcmllcypiCgtSdW50aW1lS2luZBIcChhSVU5USU1FX0tJTkRfVU5TUEVDSUZJRUQQABIYChRSVU5USU1FX0tJTkRfQ0xVU1RFUhABEhsKF1JVTlRJTUVfS0lORF9OQU1FU1BBQ0VEEAIqfgoFU3RhdGUSFQoRU1RBVEVfVU5TUEVDSUZJRUQQABIQCgxTVEFURV9RVUVVRUQQARITCg9TVEFURV9TVVNQRU5ERUQQAhIRCg1TVEFURV9SVU5OSU5HEAMSEgoOU1RBVEVfQ09NUExFVEUQBBIQCgxTVEFURV9GQUlMRUQQBSrIAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhoKFldBVENIX0VWRU5UX1RZUEVfQURERUQQARIdChlXQVRDSF9FVkVOVF9UWVBFX01PRElGSUVEEAISHAoYV0FUQ0hfRVZFTlRfVFlQRV9ERUxFVEVEEAMSGwoXV0FUQ0hfRVZFTlRfVFlQRV9TWU5DRUQQBBIeChpXQVRDSF9FVkVOVF9UWVBFX0hFQVJUQkVBVBAFMpIICg9UcmFpbkpvYlNlcnZpY2USUQoOQ3JlYXRlVHJhaW5Kb2ISHi5raWxuLnYxLkNyZWF0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuQ3JlYXRlVHJhaW5Kb2JSZXNwb25zZRJNCgtHZXRUcmFpbkpvYhIbLmtpbG4udjEuR2V0VHJhaW5Kb2JSZXF1ZXN0Ghwua2lsbi52MS5HZXRUcmFpbkpvYlJlc3BvbnNlIgOQAgESUwoNTGlzdFRyYWluSm9icxIdLmtpbG4udjEuTGlzdFRyYWluSm9ic1JlcXVlc3QaHi5raWxuLnYxLkxpc3RUcmFpbkpvYnNSZXNwb25zZSIDkAIBElMKDldhdGNoVHJhaW5Kb2JzEh4ua2lsbi52MS5XYXRjaFRyYWluSm9ic1JlcXVlc3QaHy5raWxuLnYxLldhdGNoVHJhaW5Kb2JzUmVzcG9uc2UwARJUCg9TdXNwZW5kVHJhaW5Kb2ISHy5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QaIC5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlc3BvbnNlElEKDlJlc3VtZVRyYWluSm9iEh4ua2lsbi52MS5SZXN1bWVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLlJlc3VtZVRyYWluSm9iUmVzcG9uc2USUQoORGVsZXRlVHJhaW5Kb2ISHi5raWxuLnYxLkRlbGV0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuRGVsZXRlVHJhaW5Kb2JSZXNwb25zZRJHCgpTdHJlYW1Mb2dzEhoua2lsbi52MS5TdHJlYW1Mb2dzUmVxdWVzdBobLmtpbG4udjEuU3RyZWFtTG9nc1Jlc3BvbnNlMAESSgoKTGlzdEV2ZW50cxIaLmtpbG4udjEuTGlzdEV2ZW50c1JlcXVlc3QaGy5raWxuLnYxLkxpc3RFdmVudHNSZXNwb25zZSIDkAIBElcKEENvbnZlcnRNYW5pZmVzdHMSIC5raWxuLnYxLkNvbnZlcnRNYW5pZmVzdHNSZXF1ZXN0GiEua2lsbi52MS5Db252ZXJ0TWFuaWZlc3RzUmVzcG9uc2USYgoSR2V0VHJhaW5Kb2JNZXRyaWNzEiIua2lsbi52MS5HZXRUcmFpbkpvYk1ldHJpY3NSZXF1ZXN0GiMua2lsbi52MS5HZXRUcmFpbkpvYk1ldHJpY3NSZXNwb25zZSIDkAIBEmUKFFdhdGNoVHJhaW5Kb2JNZXRyaWNzEiQua2lsbi52MS5XYXRjaFRyYWluSm9iTWV0cmljc1JlcXVlc3QaJS5raWxuLnYxLldhdGNoVHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2UwAUKJAQoLY29tLmtpbG4udjFCDVRyYWluam9iUHJvdG9QAVouZ2l0aHViLmNvbS9raWxuLW1sL2tpbG4vYXBpL2dlbi9raWxuL3YxO2tpbG52MaICA0tYWKoCB0tpbG4uVjHKAgdLaWxuXFYx4gITS2lsblxWMVxHUEJNZXRhZGF0YeoCCEtpbG46OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * TrainJob is a training job: what its user set, and what happens to it.
@@ -333,6 +333,13 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
    * @generated from field: kiln.v1.Restarts restarts = 14;
    */
   restarts?: Restarts | undefined;
+
+  /**
+   * progress is what the trainer last reported (status.trainerStatus); unset until it reports.
+   *
+   * @generated from field: kiln.v1.Progress progress = 15;
+   */
+  progress?: Progress | undefined;
 };
 
 /**
@@ -341,6 +348,131 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
  */
 export const TrainJobStatusSchema: GenMessage<TrainJobStatus> = /*@__PURE__*/
   messageDesc(file_kiln_v1_trainjob, 4);
+
+/**
+ * Progress is what a job's trainer reports of its training (upstream's trainerStatus), with
+ * what Kiln reads from its metrics.
+ *
+ * @generated from message kiln.v1.Progress
+ */
+export type Progress = Message<"kiln.v1.Progress"> & {
+  /**
+   * percent complete, 0 to 100, when the trainer knows it.
+   *
+   * @generated from field: optional int32 percent = 1;
+   */
+  percent?: number | undefined;
+
+  /**
+   * eta_seconds is the trainer's estimate of the training time left.
+   *
+   * @generated from field: optional int32 eta_seconds = 2;
+   */
+  etaSeconds?: number | undefined;
+
+  /**
+   * metrics are the latest values, as reported (strings), in the trainer's order.
+   *
+   * @generated from field: repeated kiln.v1.Metric metrics = 3;
+   */
+  metrics: Metric[];
+
+  /**
+   * update_time is when the trainer observed this.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 4;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * step and total_steps, from the metrics of those names.
+   *
+   * @generated from field: optional int64 step = 5;
+   */
+  step?: bigint | undefined;
+
+  /**
+   * @generated from field: optional int64 total_steps = 6;
+   */
+  totalSteps?: bigint | undefined;
+
+  /**
+   * checkpoint is the newest checkpoint the trainer reported (kiln.checkpoint).
+   *
+   * @generated from field: kiln.v1.Checkpoint checkpoint = 7;
+   */
+  checkpoint?: Checkpoint | undefined;
+
+  /**
+   * progress_deadline_seconds is the job's kiln.dev/progress-deadline: how long it may go
+   * without reporting before Kiln restarts it once, then fails it.
+   *
+   * @generated from field: optional int64 progress_deadline_seconds = 8;
+   */
+  progressDeadlineSeconds?: bigint | undefined;
+
+  /**
+   * stall_time is when that deadline falls due, if the job stays silent.
+   *
+   * @generated from field: google.protobuf.Timestamp stall_time = 9;
+   */
+  stallTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kiln.v1.Progress.
+ * Use `create(ProgressSchema)` to create a new message.
+ */
+export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 5);
+
+/**
+ * Metric is one reported metric.
+ *
+ * @generated from message kiln.v1.Metric
+ */
+export type Metric = Message<"kiln.v1.Metric"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string value = 2;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message kiln.v1.Metric.
+ * Use `create(MetricSchema)` to create a new message.
+ */
+export const MetricSchema: GenMessage<Metric> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 6);
+
+/**
+ * Checkpoint is a checkpoint the trainer saved.
+ *
+ * @generated from message kiln.v1.Checkpoint
+ */
+export type Checkpoint = Message<"kiln.v1.Checkpoint"> & {
+  /**
+   * @generated from field: int64 step = 1;
+   */
+  step: bigint;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message kiln.v1.Checkpoint.
+ * Use `create(CheckpointSchema)` to create a new message.
+ */
+export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 7);
 
 /**
  * Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
@@ -391,7 +523,7 @@ export type Restarts = Message<"kiln.v1.Restarts"> & {
  * Use `create(RestartsSchema)` to create a new message.
  */
 export const RestartsSchema: GenMessage<Restarts> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 5);
+  messageDesc(file_kiln_v1_trainjob, 8);
 
 /**
  * QueuePosition is where a job waits in Kueue.
@@ -439,7 +571,7 @@ export type QueuePosition = Message<"kiln.v1.QueuePosition"> & {
  * Use `create(QueuePositionSchema)` to create a new message.
  */
 export const QueuePositionSchema: GenMessage<QueuePosition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 6);
+  messageDesc(file_kiln_v1_trainjob, 9);
 
 /**
  * Step is one pod of a job: a training node, a launcher, or an initializer.
@@ -519,7 +651,7 @@ export type Step = Message<"kiln.v1.Step"> & {
  * Use `create(StepSchema)` to create a new message.
  */
 export const StepSchema: GenMessage<Step> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 7);
+  messageDesc(file_kiln_v1_trainjob, 10);
 
 /**
  * Device is an accelerator a step holds.
@@ -545,7 +677,7 @@ export type Device = Message<"kiln.v1.Device"> & {
  * Use `create(DeviceSchema)` to create a new message.
  */
 export const DeviceSchema: GenMessage<Device> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 8);
+  messageDesc(file_kiln_v1_trainjob, 11);
 
 /**
  * ReplicatedJobStatus counts the Jobs of one replicated job of the job's JobSet.
@@ -589,7 +721,7 @@ export type ReplicatedJobStatus = Message<"kiln.v1.ReplicatedJobStatus"> & {
  * Use `create(ReplicatedJobStatusSchema)` to create a new message.
  */
 export const ReplicatedJobStatusSchema: GenMessage<ReplicatedJobStatus> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 9);
+  messageDesc(file_kiln_v1_trainjob, 12);
 
 /**
  * Condition is a Kubernetes condition of the TrainJob.
@@ -635,7 +767,7 @@ export type Condition = Message<"kiln.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 10);
+  messageDesc(file_kiln_v1_trainjob, 13);
 
 /**
  * NewTrainJob is a TrainJob to create from structured fields.
@@ -676,7 +808,7 @@ export type NewTrainJob = Message<"kiln.v1.NewTrainJob"> & {
  * Use `create(NewTrainJobSchema)` to create a new message.
  */
 export const NewTrainJobSchema: GenMessage<NewTrainJob> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 11);
+  messageDesc(file_kiln_v1_trainjob, 14);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobRequest
@@ -731,7 +863,7 @@ export type CreateTrainJobRequest = Message<"kiln.v1.CreateTrainJobRequest"> & {
  * Use `create(CreateTrainJobRequestSchema)` to create a new message.
  */
 export const CreateTrainJobRequestSchema: GenMessage<CreateTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 12);
+  messageDesc(file_kiln_v1_trainjob, 15);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobResponse
@@ -762,7 +894,7 @@ export type CreateTrainJobResponse = Message<"kiln.v1.CreateTrainJobResponse"> &
  * Use `create(CreateTrainJobResponseSchema)` to create a new message.
  */
 export const CreateTrainJobResponseSchema: GenMessage<CreateTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 13);
+  messageDesc(file_kiln_v1_trainjob, 16);
 
 /**
  * @generated from message kiln.v1.GetTrainJobRequest
@@ -791,7 +923,7 @@ export type GetTrainJobRequest = Message<"kiln.v1.GetTrainJobRequest"> & {
  * Use `create(GetTrainJobRequestSchema)` to create a new message.
  */
 export const GetTrainJobRequestSchema: GenMessage<GetTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 14);
+  messageDesc(file_kiln_v1_trainjob, 17);
 
 /**
  * @generated from message kiln.v1.GetTrainJobResponse
@@ -813,7 +945,7 @@ export type GetTrainJobResponse = Message<"kiln.v1.GetTrainJobResponse"> & {
  * Use `create(GetTrainJobResponseSchema)` to create a new message.
  */
 export const GetTrainJobResponseSchema: GenMessage<GetTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 15);
+  messageDesc(file_kiln_v1_trainjob, 18);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsRequest
@@ -866,7 +998,7 @@ export type ListTrainJobsRequest = Message<"kiln.v1.ListTrainJobsRequest"> & {
  * Use `create(ListTrainJobsRequestSchema)` to create a new message.
  */
 export const ListTrainJobsRequestSchema: GenMessage<ListTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 16);
+  messageDesc(file_kiln_v1_trainjob, 19);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsResponse
@@ -890,7 +1022,7 @@ export type ListTrainJobsResponse = Message<"kiln.v1.ListTrainJobsResponse"> & {
  * Use `create(ListTrainJobsResponseSchema)` to create a new message.
  */
 export const ListTrainJobsResponseSchema: GenMessage<ListTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 17);
+  messageDesc(file_kiln_v1_trainjob, 20);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsRequest
@@ -939,7 +1071,7 @@ export type WatchTrainJobsRequest = Message<"kiln.v1.WatchTrainJobsRequest"> & {
  * Use `create(WatchTrainJobsRequestSchema)` to create a new message.
  */
 export const WatchTrainJobsRequestSchema: GenMessage<WatchTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 18);
+  messageDesc(file_kiln_v1_trainjob, 21);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsResponse
@@ -970,7 +1102,7 @@ export type WatchTrainJobsResponse = Message<"kiln.v1.WatchTrainJobsResponse"> &
  * Use `create(WatchTrainJobsResponseSchema)` to create a new message.
  */
 export const WatchTrainJobsResponseSchema: GenMessage<WatchTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 19);
+  messageDesc(file_kiln_v1_trainjob, 22);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobRequest
@@ -992,7 +1124,7 @@ export type SuspendTrainJobRequest = Message<"kiln.v1.SuspendTrainJobRequest"> &
  * Use `create(SuspendTrainJobRequestSchema)` to create a new message.
  */
 export const SuspendTrainJobRequestSchema: GenMessage<SuspendTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 20);
+  messageDesc(file_kiln_v1_trainjob, 23);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobResponse
@@ -1009,7 +1141,7 @@ export type SuspendTrainJobResponse = Message<"kiln.v1.SuspendTrainJobResponse">
  * Use `create(SuspendTrainJobResponseSchema)` to create a new message.
  */
 export const SuspendTrainJobResponseSchema: GenMessage<SuspendTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 21);
+  messageDesc(file_kiln_v1_trainjob, 24);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobRequest
@@ -1031,7 +1163,7 @@ export type ResumeTrainJobRequest = Message<"kiln.v1.ResumeTrainJobRequest"> & {
  * Use `create(ResumeTrainJobRequestSchema)` to create a new message.
  */
 export const ResumeTrainJobRequestSchema: GenMessage<ResumeTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 22);
+  messageDesc(file_kiln_v1_trainjob, 25);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobResponse
@@ -1048,7 +1180,7 @@ export type ResumeTrainJobResponse = Message<"kiln.v1.ResumeTrainJobResponse"> &
  * Use `create(ResumeTrainJobResponseSchema)` to create a new message.
  */
 export const ResumeTrainJobResponseSchema: GenMessage<ResumeTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 23);
+  messageDesc(file_kiln_v1_trainjob, 26);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobRequest
@@ -1070,7 +1202,7 @@ export type DeleteTrainJobRequest = Message<"kiln.v1.DeleteTrainJobRequest"> & {
  * Use `create(DeleteTrainJobRequestSchema)` to create a new message.
  */
 export const DeleteTrainJobRequestSchema: GenMessage<DeleteTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 24);
+  messageDesc(file_kiln_v1_trainjob, 27);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobResponse
@@ -1083,7 +1215,7 @@ export type DeleteTrainJobResponse = Message<"kiln.v1.DeleteTrainJobResponse"> &
  * Use `create(DeleteTrainJobResponseSchema)` to create a new message.
  */
 export const DeleteTrainJobResponseSchema: GenMessage<DeleteTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 25);
+  messageDesc(file_kiln_v1_trainjob, 28);
 
 /**
  * @generated from message kiln.v1.ConvertManifestsRequest
@@ -1117,7 +1249,7 @@ export type ConvertManifestsRequest = Message<"kiln.v1.ConvertManifestsRequest">
  * Use `create(ConvertManifestsRequestSchema)` to create a new message.
  */
 export const ConvertManifestsRequestSchema: GenMessage<ConvertManifestsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 26);
+  messageDesc(file_kiln_v1_trainjob, 29);
 
 /**
  * @generated from message kiln.v1.ConvertManifestsResponse
@@ -1143,7 +1275,7 @@ export type ConvertManifestsResponse = Message<"kiln.v1.ConvertManifestsResponse
  * Use `create(ConvertManifestsResponseSchema)` to create a new message.
  */
 export const ConvertManifestsResponseSchema: GenMessage<ConvertManifestsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 27);
+  messageDesc(file_kiln_v1_trainjob, 30);
 
 /**
  * ConvertedManifest is one result, ready to apply (or to create with CreateTrainJob's or
@@ -1189,7 +1321,7 @@ export type ConvertedManifest = Message<"kiln.v1.ConvertedManifest"> & {
  * Use `create(ConvertedManifestSchema)` to create a new message.
  */
 export const ConvertedManifestSchema: GenMessage<ConvertedManifest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 28);
+  messageDesc(file_kiln_v1_trainjob, 31);
 
 /**
  * @generated from message kiln.v1.ConversionWarning
@@ -1234,7 +1366,7 @@ export type ConversionWarning = Message<"kiln.v1.ConversionWarning"> & {
  * Use `create(ConversionWarningSchema)` to create a new message.
  */
 export const ConversionWarningSchema: GenMessage<ConversionWarning> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 29);
+  messageDesc(file_kiln_v1_trainjob, 32);
 
 /**
  * @generated from message kiln.v1.StreamLogsRequest
@@ -1299,7 +1431,7 @@ export type StreamLogsRequest = Message<"kiln.v1.StreamLogsRequest"> & {
  * Use `create(StreamLogsRequestSchema)` to create a new message.
  */
 export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 30);
+  messageDesc(file_kiln_v1_trainjob, 33);
 
 /**
  * @generated from message kiln.v1.StreamLogsResponse
@@ -1316,7 +1448,7 @@ export type StreamLogsResponse = Message<"kiln.v1.StreamLogsResponse"> & {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 31);
+  messageDesc(file_kiln_v1_trainjob, 34);
 
 /**
  * LogLine is a line a step's container printed.
@@ -1355,7 +1487,7 @@ export type LogLine = Message<"kiln.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 32);
+  messageDesc(file_kiln_v1_trainjob, 35);
 
 /**
  * @generated from message kiln.v1.ListEventsRequest
@@ -1377,7 +1509,7 @@ export type ListEventsRequest = Message<"kiln.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 33);
+  messageDesc(file_kiln_v1_trainjob, 36);
 
 /**
  * @generated from message kiln.v1.ListEventsResponse
@@ -1396,7 +1528,7 @@ export type ListEventsResponse = Message<"kiln.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 34);
+  messageDesc(file_kiln_v1_trainjob, 37);
 
 /**
  * Event is a Kubernetes event about a job or an object it owns.
@@ -1456,7 +1588,214 @@ export type Event = Message<"kiln.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 35);
+  messageDesc(file_kiln_v1_trainjob, 38);
+
+/**
+ * @generated from message kiln.v1.GetTrainJobMetricsRequest
+ */
+export type GetTrainJobMetricsRequest = Message<"kiln.v1.GetTrainJobMetricsRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * metrics names the metrics wanted; empty: all.
+   *
+   * @generated from field: repeated string metrics = 3;
+   */
+  metrics: string[];
+};
+
+/**
+ * Describes the message kiln.v1.GetTrainJobMetricsRequest.
+ * Use `create(GetTrainJobMetricsRequestSchema)` to create a new message.
+ */
+export const GetTrainJobMetricsRequestSchema: GenMessage<GetTrainJobMetricsRequest> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 39);
+
+/**
+ * @generated from message kiln.v1.GetTrainJobMetricsResponse
+ */
+export type GetTrainJobMetricsResponse = Message<"kiln.v1.GetTrainJobMetricsResponse"> & {
+  /**
+   * @generated from field: repeated kiln.v1.MetricSeries series = 1;
+   */
+  series: MetricSeries[];
+
+  /**
+   * reports counts the reports the history has seen.
+   *
+   * @generated from field: int64 reports = 2;
+   */
+  reports: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp update_time = 3;
+   */
+  updateTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kiln.v1.GetTrainJobMetricsResponse.
+ * Use `create(GetTrainJobMetricsResponseSchema)` to create a new message.
+ */
+export const GetTrainJobMetricsResponseSchema: GenMessage<GetTrainJobMetricsResponse> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 40);
+
+/**
+ * MetricSeries is one metric over the run.
+ *
+ * @generated from message kiln.v1.MetricSeries
+ */
+export type MetricSeries = Message<"kiln.v1.MetricSeries"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated kiln.v1.MetricPoint points = 2;
+   */
+  points: MetricPoint[];
+
+  /**
+   * stride is how many reports one point stands for (it doubles as the run grows).
+   *
+   * @generated from field: int64 stride = 3;
+   */
+  stride: bigint;
+};
+
+/**
+ * Describes the message kiln.v1.MetricSeries.
+ * Use `create(MetricSeriesSchema)` to create a new message.
+ */
+export const MetricSeriesSchema: GenMessage<MetricSeries> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 41);
+
+/**
+ * MetricPoint is one value of a metric.
+ *
+ * @generated from message kiln.v1.MetricPoint
+ */
+export type MetricPoint = Message<"kiln.v1.MetricPoint"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * step, when the trainer reported one.
+   *
+   * @generated from field: optional int64 step = 2;
+   */
+  step?: bigint | undefined;
+
+  /**
+   * @generated from field: double value = 3;
+   */
+  value: number;
+};
+
+/**
+ * Describes the message kiln.v1.MetricPoint.
+ * Use `create(MetricPointSchema)` to create a new message.
+ */
+export const MetricPointSchema: GenMessage<MetricPoint> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 42);
+
+/**
+ * @generated from message kiln.v1.WatchTrainJobMetricsRequest
+ */
+export type WatchTrainJobMetricsRequest = Message<"kiln.v1.WatchTrainJobMetricsRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string metrics = 3;
+   */
+  metrics: string[];
+};
+
+/**
+ * Describes the message kiln.v1.WatchTrainJobMetricsRequest.
+ * Use `create(WatchTrainJobMetricsRequestSchema)` to create a new message.
+ */
+export const WatchTrainJobMetricsRequestSchema: GenMessage<WatchTrainJobMetricsRequest> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 43);
+
+/**
+ * @generated from message kiln.v1.WatchTrainJobMetricsResponse
+ */
+export type WatchTrainJobMetricsResponse = Message<"kiln.v1.WatchTrainJobMetricsResponse"> & {
+  /**
+   * @generated from oneof kiln.v1.WatchTrainJobMetricsResponse.event
+   */
+  event: {
+    /**
+     * history is the whole history, sent first (and again if the stream had to start over).
+     *
+     * @generated from field: kiln.v1.GetTrainJobMetricsResponse history = 1;
+     */
+    value: GetTrainJobMetricsResponse;
+    case: "history";
+  } | {
+    /**
+     * points are new points, by metric, since the last message.
+     *
+     * @generated from field: kiln.v1.MetricPoints points = 2;
+     */
+    value: MetricPoints;
+    case: "points";
+  } | {
+    /**
+     * finished: the job completed or failed; no more points come.
+     *
+     * @generated from field: kiln.v1.TrainJobStatus finished = 3;
+     */
+    value: TrainJobStatus;
+    case: "finished";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kiln.v1.WatchTrainJobMetricsResponse.
+ * Use `create(WatchTrainJobMetricsResponseSchema)` to create a new message.
+ */
+export const WatchTrainJobMetricsResponseSchema: GenMessage<WatchTrainJobMetricsResponse> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 44);
+
+/**
+ * MetricPoints are new points of several metrics.
+ *
+ * @generated from message kiln.v1.MetricPoints
+ */
+export type MetricPoints = Message<"kiln.v1.MetricPoints"> & {
+  /**
+   * @generated from field: repeated kiln.v1.MetricSeries series = 1;
+   */
+  series: MetricSeries[];
+};
+
+/**
+ * Describes the message kiln.v1.MetricPoints.
+ * Use `create(MetricPointsSchema)` to create a new message.
+ */
+export const MetricPointsSchema: GenMessage<MetricPoints> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 45);
 
 /**
  * RuntimeKind says where a runtime lives.
@@ -1704,6 +2043,29 @@ export const TrainJobService: GenService<{
     methodKind: "unary";
     input: typeof ConvertManifestsRequestSchema;
     output: typeof ConvertManifestsResponseSchema;
+  },
+  /**
+   * GetTrainJobMetrics returns the history of the metrics a job's trainer reported (e.g. its
+   * loss curve): per metric at most 500 points spread evenly over the whole run, then the
+   * latest reported value.
+   *
+   * @generated from rpc kiln.v1.TrainJobService.GetTrainJobMetrics
+   */
+  getTrainJobMetrics: {
+    methodKind: "unary";
+    input: typeof GetTrainJobMetricsRequestSchema;
+    output: typeof GetTrainJobMetricsResponseSchema;
+  },
+  /**
+   * WatchTrainJobMetrics streams a job's metrics: the history first, then each new report
+   * as it arrives, until the job finishes or the caller stops.
+   *
+   * @generated from rpc kiln.v1.TrainJobService.WatchTrainJobMetrics
+   */
+  watchTrainJobMetrics: {
+    methodKind: "server_streaming";
+    input: typeof WatchTrainJobMetricsRequestSchema;
+    output: typeof WatchTrainJobMetricsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kiln_v1_trainjob, 0);

@@ -1,0 +1,125 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
+)
+
+// metricsPoll is how often WatchTrainJobMetrics looks for a new report: the operator's
+// status server writes a job's latest report at most every second.
+const metricsPoll = time.Second
+
+// GetTrainJobMetrics implements kilnv1connect.TrainJobServiceHandler. The history
+// (TrainJobMetrics) is read as the caller.
+func (s *TrainJobs) GetTrainJobMetrics(ctx context.Context, req *connect.Request[kilnv1.GetTrainJobMetricsRequest]) (*connect.Response[kilnv1.GetTrainJobMetricsResponse], error) {
+	m := req.Msg
+	if errs := validateRef(m.GetNamespace(), m.GetName()); len(errs) > 0 {
+		return nil, invalid(errs)
+	}
+	tj, err := s.get(ctx, m.GetNamespace(), m.GetName())
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.history(ctx, tj)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(view.MetricHistory(h, tj, m.GetMetrics())), nil
+}
+
+// history reads a job's TrainJobMetrics as the caller: nil when there is none yet.
+func (s *TrainJobs) history(ctx context.Context, tj *trainer.TrainJob) (*kiln.TrainJobMetrics, error) {
+	h := &kiln.TrainJobMetrics{}
+	err := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(tj), h)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && !ownedBy(h, tj):
+		// None yet; or left by a deleted job of the same name.
+		return nil, nil
+	case err != nil:
+		return nil, toConnect(fmt.Sprintf("getting the metrics history of TrainJob %s/%s", tj.Namespace, tj.Name), err)
+	}
+	return h, nil
+}
+
+func ownedBy(h *kiln.TrainJobMetrics, tj *trainer.TrainJob) bool {
+	for _, o := range h.OwnerReferences {
+		if o.UID == tj.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// WatchTrainJobMetrics implements kilnv1connect.TrainJobServiceHandler: the history, then
+// the points of each new report, until the job finishes.
+func (s *TrainJobs) WatchTrainJobMetrics(ctx context.Context, req *connect.Request[kilnv1.WatchTrainJobMetricsRequest], stream *connect.ServerStream[kilnv1.WatchTrainJobMetricsResponse]) error {
+	m := req.Msg
+	if errs := validateRef(m.GetNamespace(), m.GetName()); len(errs) > 0 {
+		return invalid(errs)
+	}
+	tj, err := s.get(ctx, m.GetNamespace(), m.GetName())
+	if err != nil {
+		return err
+	}
+	h, err := s.history(ctx, tj)
+	if err != nil {
+		return err
+	}
+	first := view.MetricHistory(h, tj, m.GetMetrics())
+	if err := stream.Send(&kilnv1.WatchTrainJobMetricsResponse{Event: &kilnv1.WatchTrainJobMetricsResponse_History{History: first}}); err != nil {
+		return err
+	}
+	var last time.Time
+	if ts := tj.Status.TrainerStatus; ts != nil {
+		last = ts.LastUpdatedTime.Time
+	}
+	wanted := map[string]bool{}
+	for _, n := range m.GetMetrics() {
+		wanted[n] = true
+	}
+	tick := time.NewTicker(metricsPoll)
+	defer tick.Stop()
+	for {
+		if view.Finished(tj) {
+			st := s.views.view(ctx, tj, viewOptions{}).GetStatus()
+			return stream.Send(&kilnv1.WatchTrainJobMetricsResponse{Event: &kilnv1.WatchTrainJobMetricsResponse_Finished{Finished: st}})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.stopping():
+			return errShuttingDown
+		case <-tick.C:
+		}
+		if tj, err = s.get(ctx, m.GetNamespace(), m.GetName()); err != nil {
+			return err
+		}
+		ts := tj.Status.TrainerStatus
+		if ts == nil || !ts.LastUpdatedTime.After(last) {
+			continue
+		}
+		last = ts.LastUpdatedTime.Time
+		var series []*kilnv1.MetricSeries
+		for _, p := range view.LatestPoints(tj) {
+			if len(wanted) == 0 || wanted[p.Name] {
+				series = append(series, p)
+			}
+		}
+		if len(series) == 0 {
+			continue
+		}
+		if err := stream.Send(&kilnv1.WatchTrainJobMetricsResponse{Event: &kilnv1.WatchTrainJobMetricsResponse_Points{Points: &kilnv1.MetricPoints{Series: series}}}); err != nil {
+			return err
+		}
+	}
+}
