@@ -12,12 +12,14 @@ package platform
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform/pki"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
 )
 
 // Config says where the platform's binaries and state live and how it is shaped.
@@ -39,8 +41,11 @@ type Config struct {
 	OperatorHealth  int
 	OperatorWebhook int
 	OperatorMetrics int
-	KilnAPIPort     int
-	KilnAPITLSPort  int
+	// OperatorStatus is the operator's status server (trainers report progress there), on
+	// 127.0.0.1 and, through a forward, on the real node's address for its pods.
+	OperatorStatus int
+	KilnAPIPort    int
+	KilnAPITLSPort int
 	// OTLPPort is where the operator and the API server export their traces (OTLP/HTTP on
 	// 127.0.0.1): run a collector or Jaeger there to see them; the tracing spec listens there.
 	OTLPPort int
@@ -128,6 +133,7 @@ func DefaultConfig(root string) Config {
 		OperatorHealth:   18084,
 		OperatorWebhook:  19445,
 		OperatorMetrics:  18085,
+		OperatorStatus:   19446,
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,
 		OTLPPort:         18318,
@@ -215,7 +221,11 @@ func (c Config) ClusterDir() string { return filepath.Join(c.KwokWorkdir(), "clu
 func (c Config) Kubeconfig() string { return filepath.Join(c.ClusterDir(), "kubeconfig.yaml") }
 
 // PKI is the harness's certificate authority for local webhooks.
-func (c Config) PKI() pki.PKI { return pki.PKI{Dir: filepath.Join(c.StateDir, "pki")} }
+// Its serving certificate also names the real node's address, where that node's pods reach
+// the operator's status server.
+func (c Config) PKI() pki.PKI {
+	return pki.PKI{Dir: filepath.Join(c.StateDir, "pki"), IPs: []net.IP{net.ParseIP(realnode.NodeIP)}}
+}
 
 // RunDir holds PID files of the processes the harness starts itself.
 func (c Config) RunDir() string { return filepath.Join(c.StateDir, "run") }

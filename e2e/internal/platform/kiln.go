@@ -11,6 +11,7 @@ import (
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/manifests"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
 	"github.com/kiln-ml/kiln/runtimes"
 )
 
@@ -28,6 +29,11 @@ func (p *Platform) OperatorProcess() Process {
 			fmt.Sprintf("--webhook-port=%d", p.OperatorWebhook),
 			"--webhook-cert-dir=" + p.PKI().ServingDir(),
 			"--cert-management=files",
+			// Trainer pods on the real node reach the status server at the node's address
+			// (forwarded to 127.0.0.1), which the platform's serving certificate names.
+			fmt.Sprintf("--status-server-bind-address=127.0.0.1:%d", p.OperatorStatus),
+			fmt.Sprintf("--status-server-url=https://%s:%d", realnode.NodeIP, p.OperatorStatus),
+			"--status-server-ca-file=" + p.PKI().CAFile(),
 			fmt.Sprintf("--kube-api-qps=%g", p.Controller.QPS),
 			fmt.Sprintf("--kube-api-burst=%d", p.Controller.Burst),
 			fmt.Sprintf("--trainjob-concurrency=%d", p.Controller.Concurrency),

@@ -128,6 +128,7 @@ func (c Config) realNode(out io.Writer) realnode.Node {
 		ClusterName:     c.ClusterName,
 		ClusterDir:      c.ClusterDir(),
 		APIServerPort:   c.APIServerPort,
+		ForwardPorts:    forwardedPorts(c),
 		Timeout:         c.ComponentTimeout,
 		IssueKubeconfig: c.issueKubeconfig,
 		Out:             out,
@@ -142,3 +143,12 @@ func (p *Platform) RealNodeLeftovers() []string { return p.realNode(p.Out).Lefto
 // PodPIDs lists the processes of the real node's pod with this UID, from its cgroup: what
 // a test kills to crash the pod's containers as a machine failure would.
 func (c Config) PodPIDs(uid string) []int { return c.realNode(io.Discard).PodPIDs(uid) }
+
+// forwardedPorts are the ports of local processes that the real node's pods reach at its
+// address: the operator's status server, when the operator runs as a process.
+func forwardedPorts(c Config) []int {
+	if c.Install == InstallChart || c.OperatorStatus == 0 {
+		return nil
+	}
+	return []int{c.OperatorStatus}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +18,8 @@ import (
 // apiserver calls at https://127.0.0.1, and the serving certificate every local webhook uses.
 type PKI struct {
 	Dir string
+	// IPs are more addresses the serving certificate names, besides 127.0.0.1.
+	IPs []net.IP
 }
 
 // CAFile is the PEM CA bundle that webhook configurations carry as caBundle.
@@ -43,6 +46,7 @@ func (p PKI) Ensure(now time.Time) error {
 	chain, key, err := cert.GenerateSelfSignedCertKeyWithOptions(cert.SelfSignedCertKeyOptions{
 		Host:         "127.0.0.1",
 		AlternateDNS: []string{"localhost"},
+		AlternateIPs: p.IPs,
 	})
 	if err != nil {
 		return fmt.Errorf("generating the serving certificate: %w", err)
@@ -75,8 +79,8 @@ func (p PKI) CABundle() ([]byte, error) {
 	return os.ReadFile(p.CAFile())
 }
 
-// valid checks that the key pair matches and that the CA vouches for it, as 127.0.0.1 and
-// as localhost, until a day after now.
+// valid checks that the key pair matches and that the CA vouches for it, as 127.0.0.1, as
+// localhost and as its other addresses, until a day after now.
 func (p PKI) valid(now time.Time) error {
 	pair, err := tls.LoadX509KeyPair(p.certFile(), p.keyFile())
 	if err != nil {
@@ -86,7 +90,11 @@ func (p PKI) valid(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	for _, host := range []string{"127.0.0.1", "localhost"} {
+	hosts := []string{"127.0.0.1", "localhost"}
+	for _, ip := range p.IPs {
+		hosts = append(hosts, ip.String())
+	}
+	for _, host := range hosts {
 		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now.Add(24 * time.Hour), DNSName: host}); err != nil {
 			return err
 		}

@@ -46,14 +46,20 @@ func (n Node) Processes() []process.Process {
 	containerd := proc("containerd", "containerd", "--config="+filepath.Join(cfg, "containerd.toml"))
 	// containerd finds its shim, containerd-shim-runc-v2, on PATH.
 	containerd.Env = []string{"PATH=" + n.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
-	return []process.Process{
+	procs := []process.Process{
 		proc("apiserver-forward", "kiln-platform", "forward",
 			fmt.Sprintf("--listen=%s:%d", NodeIP, n.APIServerPort), fmt.Sprintf("--to=127.0.0.1:%d", n.APIServerPort)),
+	}
+	for _, port := range n.ForwardPorts {
+		procs = append(procs, proc(fmt.Sprintf("forward-%d", port), "kiln-platform", "forward",
+			fmt.Sprintf("--listen=%s:%d", NodeIP, port), fmt.Sprintf("--to=127.0.0.1:%d", port)))
+	}
+	return append(procs,
 		containerd,
 		proc("coredns", "coredns", "-conf="+filepath.Join(cfg, "Corefile")),
 		proc("kube-proxy", "kube-proxy", "--config="+filepath.Join(cfg, "kube-proxy.yaml")),
 		proc("kubelet", "kubelet", n.kubeletArgs(filepath.Join(cfg, "kubelet.yaml"), filepath.Join(cfg, "kubelet.kubeconfig"))...),
-	}
+	)
 }
 
 func (n Node) component(name string) process.Process {
@@ -295,6 +301,9 @@ func (n Node) Down(ctx context.Context) error {
 	stop("kube-proxy")
 	stop("coredns")
 	stop("apiserver-forward")
+	for _, port := range n.ForwardPorts {
+		stop(fmt.Sprintf("forward-%d", port))
+	}
 	if err := n.removeCgroups(30 * time.Second); err != nil {
 		errs = append(errs, err)
 	}
@@ -358,7 +367,7 @@ func (n Node) removeSandboxes(ctx context.Context) error {
 func (n Node) Leftovers() []string {
 	var left []string
 	for _, proc := range n.Processes() {
-		if pids := processesRunning(proc.Path); len(pids) > 0 && proc.Name != "apiserver-forward" {
+		if pids := processesRunning(proc.Path); len(pids) > 0 && !strings.Contains(proc.Name, "forward") {
 			left = append(left, fmt.Sprintf("process %s: pids %v", proc.Path, pids))
 		}
 		if pid, ok := proc.Running(); ok {

@@ -68,6 +68,9 @@ type Node struct {
 	ClusterDir string
 	// APIServerPort is where the apiserver listens on 127.0.0.1.
 	APIServerPort int
+	// ForwardPorts are more ports of 127.0.0.1 that the node's pods reach at NodeIP (the
+	// operator's status server, when it runs as a process).
+	ForwardPorts []int
 	// Timeout bounds each wait for a component.
 	Timeout time.Duration
 	// IssueKubeconfig returns a kubeconfig for a user in a group (kwokctl get kubeconfig).
