@@ -57,7 +57,9 @@ fail the job at once on :data:`EXIT_CONFIG`. Those rules see the container's exi
 forwards SIGTERM to its workers and waits for them (30 s at most, then SIGKILL), but exits 1 whatever
 code they exited with; launch with ``python -m kiln.torchrun`` (torchrun's arguments) to pass 75 and
 78 on (see :mod:`kiln.torchrun`). An eviction also marks the pod (its DisruptionTarget condition),
-which the runtimes read whatever the exit code. Standard library only; torch is used when present.
+which the runtimes read whatever the exit code. Each step and each saved checkpoint is reported to
+the TrainJob's status (``checkpoint_step``, ``checkpoint_path``) by :mod:`kiln.progress`, when the pod
+has a status server. Standard library only; torch is used when present.
 """
 
 from __future__ import annotations
@@ -119,6 +121,16 @@ def _tensor(dist: Any, value: int) -> Any:
 
 def _log(message: str) -> None:
     print("kiln.checkpoint: " + message, file=sys.stderr, flush=True)
+
+
+def _progress(name: str, *args: Any, **kwargs: Any) -> None:
+    """Pass a step or a checkpoint on to :mod:`kiln.progress` (the TrainJob's status); never raises."""
+    try:
+        from kiln import progress
+
+        getattr(progress, name)(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - progress is a nicety; the training loop comes first
+        pass
 
 
 def _setting(arg: str, value: Any, env: str, default: int, minimum: int, expected: str) -> int:
@@ -238,6 +250,7 @@ class Checkpointer:
     def step(self, step: int, **objects: Any) -> bool:
         """Call after ``step`` steps are done in all; every rank must. Saves every ``interval`` steps
         and after a stop signal; then exits with :data:`EXIT_PREEMPTED` (or returns True)."""
+        _progress("report", step=step)  # cheap: kiln.progress posts the newest now and then
         stop = self.should_stop()
         if stop or step % self.interval == 0:
             self.save(step, **objects)
@@ -317,6 +330,7 @@ class Checkpointer:
                 os.remove(old)
             except OSError:
                 pass
+        _progress("checkpoint", step, path)
         return path
 
     def load(self, path: str) -> Dict[str, Any]:
