@@ -125,6 +125,7 @@ while True:
 var _ = Describe("On the real node", Ordered, ContinueOnFailure, func() {
 	Describe("the real node", realNodeSpecs)
 	Describe("Fault tolerance on the real node", faultToleranceSpecs)
+	Describe("Progress on the real node", progressSpecs)
 	Describe("Bringing a PyTorchJob over", convertSpecs)
 })
 
