@@ -134,7 +134,7 @@ var _ = Describe("The Helm chart", func() {
 
 		By("every runtime of the catalog, and the CRDs from crds/")
 		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(catalogSize()))
-		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(4)) // TrainJob, the two runtimes, CronTrainJob
+		Expect(kinds(objs, "CustomResourceDefinition")).To(HaveLen(5)) // TrainJob, the two runtimes, CronTrainJob, TrainJobMetrics
 	})
 
 	It("runs every container as the restricted Pod Security Standard asks", func() {
