@@ -66,7 +66,9 @@ const outputFormats = `## Output
 - **On a terminal** tables are aligned under a header, coloured (not with NO_COLOR set), and cut to
   the terminal's width; ` + "`--wait`" + ` and ` + "`--follow`" + ` draw a live progress line on standard error.
 - **In a pipe** tables have no header and no colour: one line per row, columns separated by tabs,
-  never truncated, in a stable order, so ` + "`cut`" + `, ` + "`awk`" + ` and ` + "`while read`" + ` work.
+  never truncated, in a stable order, so ` + "`cut`" + `, ` + "`awk`" + ` and ` + "`while read`" + ` work (new columns
+  come after the old ones). ` + "`kiln wait`" + ` and ` + "`--wait`" + ` write a plain line of a reporting job's
+  progress to standard error when its state or percent changes (a percent at most every 10 s).
 - **-o json / -o yaml** print the API's own messages (` + "`kiln.v1`" + `, see [the API](api.md)) with their
   proto field names (` + "`train_jobs`" + `, ` + "`resource_version`" + `, ` + "`status.state`" + `) and enum names
   (` + "`STATE_RUNNING`" + `), indented the same way every time. Fields are only ever added to them, never

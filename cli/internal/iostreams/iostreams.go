@@ -46,6 +46,11 @@ func (s *IOStreams) SetTTY(tty bool) {
 	s.outTTY, s.errTTY, s.color = tty, tty, tty
 }
 
+// SetWidth sets the terminal width test streams report.
+func (s *IOStreams) SetWidth(width int) {
+	s.width = width
+}
+
 // IsTTY reports whether standard output is a terminal.
 func (s *IOStreams) IsTTY() bool { return s.outTTY }
 

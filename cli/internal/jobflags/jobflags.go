@@ -95,7 +95,7 @@ func (j *Job) Add(cmd *cobra.Command) {
 	fl.StringVar(&j.Dataset, "dataset", "", "dataset URI for the runtime's dataset initializer, e.g. hf://tatsu-lab/alpaca")
 	fl.StringVar(&j.Model, "model", "", "model URI for the runtime's model initializer")
 	fl.BoolVar(&j.DryRun, "dry-run", false, "print the TrainJob as Kubernetes would store it (validated, defaulted), without creating it")
-	fl.BoolVar(&j.Wait, "wait", false, "wait until the job finished; exit 3 if it failed")
+	fl.BoolVar(&j.Wait, "wait", false, "wait until the job finished, showing its progress as kiln wait does; exit 3 if it failed")
 	fl.BoolVar(&j.Follow, "follow", false, "stream the job's logs until it finished; exit 3 if it failed")
 	fl.DurationVar(&j.Timeout, "timeout", 0, "with --wait or --follow, give up after this long (exit 4); 0 waits forever")
 	Outputs.AddFlag(cmd, &j.Output, "print the created job: "+Outputs.String())

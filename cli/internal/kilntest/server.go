@@ -48,9 +48,13 @@ type Server struct {
 	// Logs are the lines StreamLogs sends, by step.
 	Logs map[string][]string
 	// Events ListEvents returns.
-	Events   []*kilnv1.Event
-	Runtimes []*kilnv1.Runtime
-	Queues   []*kilnv1.Queue
+	Events []*kilnv1.Event
+	// Metrics are the metric histories GetTrainJobMetrics returns, by job name (none: an
+	// empty history); MetricsCalls counts its calls.
+	Metrics      map[string]*kilnv1.GetTrainJobMetricsResponse
+	MetricsCalls int
+	Runtimes     []*kilnv1.Runtime
+	Queues       []*kilnv1.Queue
 	// Created records the create requests.
 	Created []*kilnv1.CreateTrainJobRequest
 	// Schedules are the CronTrainJobs, by namespace/name; CreatedSchedules and Triggered
@@ -153,6 +157,14 @@ func Job(namespace, name string, state kilnv1.State) *kilnv1.TrainJob {
 		Spec:   &kilnv1.TrainJobSpec{Runtime: "torch-distributed", Image: "ghcr.io/acme/train:v3", Command: []string{"torchrun", "train.py"}, Nodes: 2, Queue: "default"},
 		Status: &kilnv1.TrainJobStatus{State: state},
 	}
+}
+
+// Reporting is j with the progress its trainer reported 12 s before Now: percent, the
+// seconds it estimates are left, and its loss.
+func Reporting(j *kilnv1.TrainJob, percent, eta int32, loss string) *kilnv1.TrainJob {
+	j.Status.Progress = &kilnv1.Progress{Percent: &percent, EtaSeconds: &eta, UpdateTime: timestamppb.New(Now.Add(-12 * time.Second)),
+		Metrics: []*kilnv1.Metric{{Name: "loss", Value: loss}}}
+	return j
 }
 
 func notFound(ns, name string) error {
@@ -355,6 +367,20 @@ func (s *Server) StreamLogs(_ context.Context, req *connect.Request[kilnv1.Strea
 // ListEvents implements kilnv1connect.TrainJobServiceHandler.
 func (s *Server) ListEvents(_ context.Context, req *connect.Request[kilnv1.ListEventsRequest]) (*connect.Response[kilnv1.ListEventsResponse], error) {
 	return connect.NewResponse(&kilnv1.ListEventsResponse{Events: s.Events}), nil
+}
+
+// GetTrainJobMetrics implements kilnv1connect.TrainJobServiceHandler.
+func (s *Server) GetTrainJobMetrics(_ context.Context, req *connect.Request[kilnv1.GetTrainJobMetricsRequest]) (*connect.Response[kilnv1.GetTrainJobMetricsResponse], error) {
+	if s.Job(req.Msg.GetNamespace(), req.Msg.GetName()) == nil {
+		return nil, notFound(req.Msg.GetNamespace(), req.Msg.GetName())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.MetricsCalls++
+	if m := s.Metrics[req.Msg.GetName()]; m != nil {
+		return connect.NewResponse(m), nil
+	}
+	return connect.NewResponse(&kilnv1.GetTrainJobMetricsResponse{}), nil
 }
 
 // ListRuntimes implements kilnv1connect.RuntimeServiceHandler.

@@ -29,6 +29,23 @@ func (d *Description) Field(name, value string) {
 	}
 }
 
+// Heading writes a blank line and the title of a section of SubFields.
+func (d *Description) Heading(title string) {
+	fmt.Fprintf(d, "\n%s:\n", title)
+}
+
+// SubField writes "name: value" two spaces in, under a Heading, the value in the same
+// column as Field's; further lines line up under the first. No value writes nothing.
+func (d *Description) SubField(name string, lines ...string) {
+	if len(lines) == 0 || lines[0] == "" {
+		return
+	}
+	fmt.Fprintf(d, "  %-*s%s\n", d.width-2, name+":", lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(d, "%*s%s\n", d.width, "", l)
+	}
+}
+
 // Labels writes the labels as one field, "k=v, k=v" sorted by key (nothing when there are none).
 func (d *Description) Labels(labels map[string]string) {
 	var ls []string

@@ -44,3 +44,17 @@ func TestDescription(t *testing.T) {
 		})
 	}
 }
+
+func TestDescriptionSubFields(t *testing.T) {
+	d := NewDescription(12)
+	d.Field("Name", "x")
+	d.Heading("Progress")
+	d.SubField("Percent", "45%")
+	d.SubField("Empty")
+	d.SubField("Empty", "")
+	d.SubField("Curve", "loss", "▇▅▃▁")
+	want := "Name:       x\n\nProgress:\n  Percent:  45%\n  Curve:    loss\n            ▇▅▃▁\n"
+	if diff := cmp.Diff(want, d.String()); diff != "" {
+		t.Errorf("description (-want +got):\n%s", diff)
+	}
+}

@@ -9,20 +9,23 @@ import (
 )
 
 // JobTable prints jobs as `kiln list` and `kiln get` do: NAME, RUNTIME, QUEUE, STATE,
-// NODES, AGE, after NAMESPACE when several namespaces show, and with REASON, STARTED,
-// DEADLINE, TTL and SCHEDULE (of a schedule's run) when wide.
+// NODES, AGE, PROGRESS, ETA, after NAMESPACE when several namespaces show, and with LOSS,
+// LAST UPDATE (of the progress), REASON, STARTED, DEADLINE, TTL and SCHEDULE (of a
+// schedule's run) when wide. The progress columns come after AGE so that a script reading
+// a pipe's columns by position finds the older ones where they were.
 func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, namespaces, wide bool) *Table {
-	header := []string{"NAME", "RUNTIME", "QUEUE", "STATE", "NODES", "AGE"}
+	header := []string{"NAME", "RUNTIME", "QUEUE", "STATE", "NODES", "AGE", "PROGRESS", "ETA"}
 	if namespaces {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
 	if wide {
-		header = append(header, "REASON", "STARTED", "DEADLINE", "TTL", "SCHEDULE")
+		header = append(header, "LOSS", "LAST UPDATE", "REASON", "STARTED", "DEADLINE", "TTL", "SCHEDULE")
 	}
 	t := NewTable(io, header...)
 	for _, j := range js {
 		st := j.GetStatus()
-		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), Dash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime())}
+		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), Dash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime()),
+			ProgressCell(st.GetProgress()), ETACell(j)}
 		colors := make([]func(string) string, len(cells))
 		colors[3] = StateColor(io, st.GetState())
 		if namespaces {
@@ -40,7 +43,14 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 			if st.GetTtlDeleteTime() != nil {
 				ttl = Until(now, st.GetTtlDeleteTime().AsTime())
 			}
-			cells = append(cells, Dash(st.GetReason()), started, deadline, ttl, Dash(j.GetLabels()[LabelSchedule]))
+			loss, updated := "-", "-"
+			if v, ok := Metric(st.GetProgress(), MetricLoss); ok {
+				loss = Number(v)
+			}
+			if u := st.GetProgress().GetUpdateTime(); u != nil {
+				updated = Age(now, u.AsTime()) + " ago"
+			}
+			cells = append(cells, loss, updated, Dash(st.GetReason()), started, deadline, ttl, Dash(j.GetLabels()[LabelSchedule]))
 		}
 		t.ColoredRow(cells, colors)
 	}

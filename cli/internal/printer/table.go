@@ -85,7 +85,7 @@ func (t *Table) Render(w io.Writer) error {
 		}
 	}
 	if t.io.IsTTY() {
-		fit(widths, t.io.Width())
+		fit(widths, t.header, t.io.Width())
 	}
 	var b strings.Builder
 	for i, h := range t.header {
@@ -112,8 +112,9 @@ func (t *Table) Render(w io.Writer) error {
 
 const gap = 3
 
-// fit shrinks the widest columns until the table fits width (never below 8).
-func fit(widths []int, width int) {
+// fit shrinks the widest columns until the table fits width (never below 8, nor below its
+// header, which is never truncated: a header wider than its column would run into the next).
+func fit(widths []int, header []string, width int) {
 	for {
 		total := 0
 		for _, w := range widths {
@@ -122,17 +123,22 @@ func fit(widths []int, width int) {
 		if total-gap <= width {
 			return
 		}
-		widest := 0
+		widest := -1
 		for i, w := range widths {
-			if w > widths[widest] {
+			if w > floor(header[i]) && (widest < 0 || w > widths[widest]) {
 				widest = i
 			}
 		}
-		if widths[widest] <= 8 {
+		if widest < 0 {
 			return
 		}
-		widths[widest] = max(8, widths[widest]-(total-gap-width))
+		widths[widest] = max(floor(header[widest]), widths[widest]-(total-gap-width))
 	}
+}
+
+// floor is the narrowest a column under header may get.
+func floor(header string) int {
+	return max(8, utf8.RuneCountInString(header))
 }
 
 func pad(shown string, visible, width int, last bool) string {

@@ -75,7 +75,7 @@ var _ = Describe("kiln CLI", func() {
 
 		out, _, code = kilnCLI("", "list", "--state", "Complete")
 		Expect(code).To(Equal(0))
-		Expect(out).To(MatchRegexp(`(?m)^cli-e2e\ttorch-distributed\tdefault\tComplete\t2\t\d+s$`))
+		Expect(out).To(MatchRegexp(`(?m)^cli-e2e\ttorch-distributed\tdefault\tComplete\t2\t\d+s\t\S+\t-$`))
 
 		out, _, code = kilnCLI("", "delete", "cli-e2e")
 		Expect(code).To(Equal(0))

@@ -128,7 +128,7 @@ spec:
 		Expect(*tj.Spec.TTLSecondsAfterFinished).To(BeEquivalentTo(86400))
 		Expect(tj.Spec.Trainer.Command).To(Equal([]string{"torchrun", "train.py"}))
 
-		Eventually(func() string { out, _, _ := kiln("list"); return out }).Should(MatchRegexp(`^mnist\ttorch-distributed\t-\tRunning\t2\t\d+s\n$`))
+		Eventually(func() string { out, _, _ := kiln("list"); return out }).Should(MatchRegexp(`^mnist\ttorch-distributed\t-\tRunning\t2\t\d+s\t-\t-\n$`))
 
 		out, _, code = kiln("get", "mnist", "-o", "json")
 		Expect(code).To(Equal(0))

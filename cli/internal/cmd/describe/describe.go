@@ -1,6 +1,6 @@
 // Package describe is `kiln describe`: everything about a job a person wants to know, in
-// words: what it runs, what state it is in and why, when its timers fire, its timeline,
-// its steps and its events.
+// words: what it runs, what state it is in and why, when its timers fire, how far its
+// training is, its timeline, its steps and its events.
 package describe
 
 import (
@@ -31,8 +31,12 @@ type Options struct {
 func NewCmdDescribe(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	o := &Options{Factory: f}
 	return &cobra.Command{
-		Use:     "describe NAME",
-		Short:   "Describe a training job: state and why, timers, queue position, steps, events",
+		Use:   "describe NAME",
+		Short: "Describe a training job: state and why, timers, queue position, progress, steps, events",
+		Long: `Describe a training job: what it runs, its state and why, its timers and queue position, its
+timeline, steps and events. Once its trainer reports, a Progress section shows the percent, step,
+ETA, when it last reported and what its progress deadline does if it stays silent, its latest
+metrics and checkpoint, and the curve of its loss (or of its first metric) from the metric history.`,
 		Example: `  kiln describe mnist`,
 		Args:    cobra.ExactArgs(1),
 		RunE:    factory.RunNameE(o, &o.Name, runF, run),
@@ -48,18 +52,39 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	j, more := res.Msg.GetTrainJob(), Related{}
 	evs, err := c.Jobs.ListEvents(ctx, connect.NewRequest(&kilnv1.ListEventsRequest{Namespace: c.Namespace, Name: o.Name}))
-	var events []*kilnv1.Event
-	if err == nil {
-		events = evs.Msg.GetEvents()
+	if more.EventsErr = err; err == nil {
+		more.Events = evs.Msg.GetEvents()
 	}
-	_, werr := fmt.Fprint(o.Factory.IO.Out, Describe(o.Factory.IO, o.Factory.Clock.Now(), res.Msg.GetTrainJob(), events, err))
+	// Only a job whose trainer reports has a curve to draw: the others cost no call (nor an
+	// error from a server older than the call).
+	if j.GetStatus().GetProgress() != nil {
+		m, err := c.Jobs.GetTrainJobMetrics(ctx, connect.NewRequest(&kilnv1.GetTrainJobMetricsRequest{Namespace: c.Namespace, Name: o.Name}))
+		if more.MetricsErr = err; err == nil {
+			more.Metrics = m.Msg
+		}
+	}
+	_, werr := fmt.Fprint(o.Factory.IO.Out, Describe(o.Factory.IO, o.Factory.Clock.Now(), j, more))
 	return werr
 }
 
-// Describe renders a job; eventsErr says why events are missing (nil when they are not).
-func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events []*kilnv1.Event, eventsErr error) string {
-	d := printer.NewDescription(16)
+// Related is what describe shows besides the job itself, each part with the error that
+// keeps it from showing (nil when it shows): the rest of the description shows anyway.
+type Related struct {
+	Events    []*kilnv1.Event
+	EventsErr error
+	// Metrics is the job's metric history, asked for once its trainer reports.
+	Metrics    *kilnv1.GetTrainJobMetricsResponse
+	MetricsErr error
+}
+
+// nameWidth is the width of the description's name column.
+const nameWidth = 16
+
+// Describe renders a job with what was fetched of it besides.
+func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more Related) string {
+	d := printer.NewDescription(nameWidth)
 	sp, st := j.GetSpec(), j.GetStatus()
 	d.Field("Name", j.GetName())
 	d.Field("Namespace", j.GetNamespace())
@@ -145,16 +170,25 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 	}
 	if r := st.GetRestarts(); r != nil {
 		restarts := fmt.Sprintf("%d (%d of maxRestarts %d counted; disruptions do not count)", r.GetCount(), r.GetCountedTowardsMax(), r.GetMaxRestarts())
+		if r.GetMaxRestarts() == 0 && r.GetCountedTowardsMax() == 0 {
+			// No failure policy: only Kiln restarted the job (a stall), with no budget to count.
+			restarts = fmt.Sprint(r.GetCount())
+		}
 		if r.GetLastReason() != "" {
 			restarts += ", last: " + r.GetLastReason()
 			if r.GetLastRestartTime() != nil {
 				restarts += " " + printer.Age(now, r.GetLastRestartTime().AsTime()) + " ago"
 			}
+			if r.GetLastReason() == reasonProgressStalled {
+				// Kiln's own restart, which no failure policy names: say what it was.
+				restarts += " (Kiln restarted it: no progress reported for its progress deadline)"
+			}
 		}
 		d.Field("Restarts", restarts)
 	}
+	progress(d, now, j, more.Metrics, more.MetricsErr)
 
-	if tl := timeline(j, events); len(tl) > 1 {
+	if tl := timeline(j, more.Events); len(tl) > 1 {
 		t := printer.NewTable(io, "AGE", "WHAT", "AFTER", "DETAIL").Aligned()
 		for i, m := range tl {
 			after := "-"
@@ -181,14 +215,14 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, events
 		d.Section("Steps", t, nil, "")
 	}
 	t := printer.NewTable(io, "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE").Aligned()
-	for _, e := range events {
+	for _, e := range more.Events {
 		age := printer.Age(now, e.GetLastTime().AsTime())
 		if e.GetCount() > 1 {
 			age += fmt.Sprintf(" (x%d)", e.GetCount())
 		}
 		t.Row(age, e.GetType(), e.GetReason(), e.GetObject(), e.GetMessage())
 	}
-	d.Section("Events", t, eventsErr, "none")
+	d.Section("Events", t, more.EventsErr, "none")
 	return d.String()
 }
 

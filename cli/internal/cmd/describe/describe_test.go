@@ -2,9 +2,12 @@ package describe
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
@@ -65,22 +68,110 @@ func TestDescribe(t *testing.T) {
 		StartTime: timestamppb.New(now.Add(-2 * time.Hour)), CompletionTime: timestamppb.New(now.Add(-time.Hour)),
 		ActiveDeadlineSeconds: i64(3600), TtlSecondsAfterFinished: i32(86400), TtlDeleteTime: timestamppb.New(now.Add(23 * time.Hour))}
 	for name, tc := range map[string]struct {
-		job       *kilnv1.TrainJob
-		events    []*kilnv1.Event
-		eventsErr error
-		tty       bool
+		job  *kilnv1.TrainJob
+		more Related
+		tty  bool
 	}{
-		"running-tty":  {job: running(), events: events, tty: true},
-		"running-pipe": {job: running(), events: events},
+		"running-tty":  {job: running(), more: Related{Events: events}, tty: true},
+		"running-pipe": {job: running(), more: Related{Events: events}},
 		"queued":       {job: queued},
-		"failed-ttl":   {job: failed, eventsErr: errors.New("events are not readable")},
-		"timeline":     {job: running(), events: lifecycle},
+		"failed-ttl":   {job: failed, more: Related{EventsErr: errors.New("events are not readable")}},
+		"timeline":     {job: running(), more: Related{Events: lifecycle}},
+		// A trainer that reports: its bar, steps, ETA, deadline, metrics, checkpoint and the
+		// curve of its loss, resampled from 120 points to 60 columns.
+		"progress-tty": {job: reporting(), more: Related{Events: events, Metrics: lossCurve(120)}, tty: true},
+		"progress":     {job: reporting(), more: Related{Metrics: lossCurve(120)}},
+		// Restarted once for its silence (no failure policy: Kiln's restart only), it counts
+		// steps without knowing how many; the caller may not read the metric history.
+		"progress-stalled": {job: stalled(), more: Related{MetricsErr: connect.NewError(connect.CodePermissionDenied,
+			errors.New(`trainjobmetrics.kiln.dev "mnist" is forbidden: User "alice" cannot get resource "trainjobmetrics" in API group "kiln.dev" in the namespace "team"`))}},
+		// Silent again after that restart: failed; a server that keeps no history.
+		"progress-deadline-exceeded": {job: deadlineExceeded(), more: Related{Events: stallEvents(),
+			MetricsErr: connect.NewError(connect.CodeUnimplemented, errors.New("kiln.v1.TrainJobService.GetTrainJobMetrics is not implemented"))}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			io, _, _, _ := iostreams.Test()
 			io.SetTTY(tc.tty)
-			kilntest.Golden(t, "describe-"+name, Describe(io, now, tc.job, tc.events, tc.eventsErr))
+			kilntest.Golden(t, "describe-"+name, Describe(io, now, tc.job, tc.more))
 		})
+	}
+}
+
+// reporting is a running job whose trainer reports its progress, with a progress deadline
+// of 15 minutes.
+func reporting() *kilnv1.TrainJob {
+	now := kilntest.Now
+	j := running()
+	j.Status.Progress = &kilnv1.Progress{
+		Percent: i32(45), EtaSeconds: i32(190), Step: i64(450), TotalSteps: i64(1000),
+		UpdateTime: timestamppb.New(now.Add(-12 * time.Second)),
+		Metrics: []*kilnv1.Metric{{Name: "step", Value: "450"}, {Name: "total_steps", Value: "1000"}, {Name: "loss", Value: "0.5321098741"},
+			{Name: "learning_rate", Value: "0.0003"}, {Name: "epoch", Value: "1.35"}, {Name: "grad_norm", Value: "1.02"},
+			{Name: "checkpoint_step", Value: "400"}, {Name: "checkpoint_path", Value: "s3://acme-ckpt/mnist/step-400"}},
+		Checkpoint:              &kilnv1.Checkpoint{Step: 400, Path: "s3://acme-ckpt/mnist/step-400"},
+		ProgressDeadlineSeconds: i64(900),
+		StallTime:               timestamppb.New(now.Add(15*time.Minute - 12*time.Second)),
+	}
+	return j
+}
+
+// lossCurve is a loss history of n points, one report every 5 steps, falling from 2.5.
+func lossCurve(n int) *kilnv1.GetTrainJobMetricsResponse {
+	s := &kilnv1.MetricSeries{Name: "loss", Stride: 1}
+	lr := &kilnv1.MetricSeries{Name: "learning_rate", Stride: 1}
+	for i := range n {
+		at := timestamppb.New(kilntest.Now.Add(time.Duration(i-n) * 5 * time.Second))
+		step := i64(int64(5 * (i + 1)))
+		s.Points = append(s.Points, &kilnv1.MetricPoint{Time: at, Step: step, Value: 0.5 + 2*math.Exp(-float64(i)/25) + 0.02*float64(i%3)})
+		lr.Points = append(lr.Points, &kilnv1.MetricPoint{Time: at, Step: step, Value: 0.0003})
+	}
+	return &kilnv1.GetTrainJobMetricsResponse{Series: []*kilnv1.MetricSeries{lr, s}, Reports: int64(n)}
+}
+
+// stalled is a job Kiln restarted once because it reported nothing for its progress
+// deadline; it reports steps, but not how many there will be.
+func stalled() *kilnv1.TrainJob {
+	now := kilntest.Now
+	j := running()
+	j.Status.Restarts = &kilnv1.Restarts{Count: 1, LastReason: "ProgressStalled", LastRestartTime: timestamppb.New(now.Add(-5 * time.Minute)),
+		LastMessage: "no progress reported for 15m0s (its kiln.dev/progress-deadline is 15m0s): restarting all its pods once; a second stall fails the job"}
+	j.Status.Progress = &kilnv1.Progress{
+		Step: i64(1200), UpdateTime: timestamppb.New(now.Add(-20 * time.Minute)),
+		Metrics:                 []*kilnv1.Metric{{Name: "step", Value: "1200"}, {Name: "loss", Value: "nan"}},
+		ProgressDeadlineSeconds: i64(900),
+		StallTime:               timestamppb.New(now.Add(10 * time.Minute)),
+	}
+	return j
+}
+
+// deadlineExceeded is that job after it went silent again: failed, its stall time gone.
+func deadlineExceeded() *kilnv1.TrainJob {
+	now := kilntest.Now
+	j := stalled()
+	j.Status.State, j.Status.Reason = kilnv1.State_STATE_FAILED, "ProgressDeadlineExceeded"
+	j.Status.Message = "TrainJob reported no progress for 25m0s (its kiln.dev/progress-deadline is 15m0s), again after its pods were restarted for the same reason: failed, deleting its JobSet"
+	j.Status.CompletionTime, j.Status.DeadlineTime, j.Status.Steps = timestamppb.New(now.Add(-time.Minute)), nil, nil
+	j.Status.Progress.Percent, j.Status.Progress.StallTime = i32(37), nil
+	return j
+}
+
+// stallEvents are the operator's events of that job: started, restarted for its silence, failed.
+func stallEvents() []*kilnv1.Event {
+	at := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(kilntest.Now.Add(-d)) }
+	return []*kilnv1.Event{
+		{Type: "Normal", Reason: "Running", Object: "TrainJob/mnist", Count: 1, FirstTime: at(17 * time.Minute), LastTime: at(17 * time.Minute)},
+		{Type: "Warning", Reason: "Restarted", Object: "TrainJob/mnist", Count: 1, FirstTime: at(5 * time.Minute), LastTime: at(5 * time.Minute),
+			Message: "restarting all pods (restart 1; not counted against maxRestarts, 0 of 0 used): ProgressStalled: no progress reported for 15m0s (its kiln.dev/progress-deadline is 15m0s): restarting all its pods once; a second stall fails the job"},
+		{Type: "Warning", Reason: "ProgressDeadlineExceeded", Object: "TrainJob/mnist", Count: 1, FirstTime: at(time.Minute), LastTime: at(time.Minute),
+			Message: "TrainJob reported no progress for 25m0s (its kiln.dev/progress-deadline is 15m0s), again after its pods were restarted for the same reason: failed, deleting its JobSet"},
+	}
+}
+
+// A job that does not report has no Progress section, and describe asks for no metrics.
+func TestDescribeWithoutProgress(t *testing.T) {
+	io, _, _, _ := iostreams.Test()
+	if out := Describe(io, kilntest.Now, running(), Related{}); strings.Contains(out, "Progress:") {
+		t.Errorf("a job that never reported has a Progress section:\n%s", out)
 	}
 }
 
@@ -93,5 +184,23 @@ func TestDescribeCommand(t *testing.T) {
 	}
 	if out := io.Out.(interface{ String() string }).String(); len(out) == 0 {
 		t.Errorf("no output")
+	}
+	if s.MetricsCalls != 0 {
+		t.Errorf("%d GetTrainJobMetrics calls for a job that does not report, want none", s.MetricsCalls)
+	}
+}
+
+// A reporting job's curve comes from GetTrainJobMetrics, over the wire.
+func TestDescribeCommandDrawsTheCurve(t *testing.T) {
+	s := kilntest.Start(t)
+	s.Put(reporting())
+	s.Metrics = map[string]*kilnv1.GetTrainJobMetricsResponse{"mnist": lossCurve(120)}
+	f, io := s.Factory(false)
+	if err := run(t.Context(), &Options{Factory: f, Name: "mnist"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "  Curve:        loss, min 0.5186, last 0.5571, steps 5 to 600\n                █▇▇▆"
+	if out := io.Out.(interface{ String() string }).String(); !strings.Contains(out, want) || s.MetricsCalls != 1 {
+		t.Errorf("%d GetTrainJobMetrics calls, output without %q:\n%s", s.MetricsCalls, want, out)
 	}
 }

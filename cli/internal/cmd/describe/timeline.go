@@ -54,7 +54,7 @@ func timeline(j *kilnv1.TrainJob, events []*kilnv1.Event) []moment {
 			m.what, m.detail = "Restarted", restartDetail(e.GetMessage())
 		case "Completed":
 			m.what = "Completed"
-		case "Failed", "DeadlineExceeded", "JobSetRejected":
+		case "Failed", "DeadlineExceeded", "ProgressDeadlineExceeded", "JobSetRejected":
 			m.what, m.detail = "Failed", e.GetReason()
 		case "TTLExpired":
 			m.what = "Deleted by TTL"

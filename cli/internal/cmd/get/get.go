@@ -26,8 +26,9 @@ func NewCmdGet(f *factory.Factory, runF func(context.Context, *Options) error) *
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show a training job",
-		Long: `Show a training job: a table row, or with -o json/yaml the whole kiln.v1.TrainJob (spec, state,
-timers, steps, conditions) with the API's field names; -o manifest prints the Kubernetes TrainJob.`,
+		Long: `Show a training job: a table row with the columns of ` + "`kiln list`" + ` (-o wide: with its loss and
+when its trainer last reported), or with -o json/yaml the whole kiln.v1.TrainJob (spec, state, timers,
+steps, conditions, progress) with the API's field names; -o manifest prints the Kubernetes TrainJob.`,
 		Example: `  kiln get mnist
   kiln get mnist -o json | jq .status.state
   kiln get mnist -o manifest > mnist.yaml`,

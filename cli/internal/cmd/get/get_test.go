@@ -11,11 +11,11 @@ import (
 
 func TestGet(t *testing.T) {
 	s := kilntest.Start(t)
-	s.Put(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING))
+	s.Put(kilntest.Reporting(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING), 42, 7380, "0.5321098741"))
 	for _, tc := range []struct {
 		output string
 		tty    bool
-	}{{"", true}, {"", false}, {"json", false}, {"yaml", false}, {"manifest", false}} {
+	}{{"", true}, {"", false}, {"wide", true}, {"json", false}, {"yaml", false}, {"manifest", false}} {
 		name := "get-" + map[bool]string{true: "tty", false: "pipe"}[tc.tty]
 		if tc.output != "" {
 			name = "get-" + tc.output

@@ -53,14 +53,19 @@ func TestNewCmdList(t *testing.T) {
 
 func fixture(t *testing.T) *kilntest.Server {
 	s := kilntest.Start(t)
-	s.Put(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING))
+	// Its trainer reports percent, ETA and loss; bert's its last report; elsewhere's only
+	// its steps; the queued job nothing yet.
+	s.Put(kilntest.Reporting(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING), 42, 310, "0.5321098741"))
 	q := kilntest.Job("team", "llama-finetune-with-a-rather-long-name", kilnv1.State_STATE_QUEUED)
 	q.Spec.Nodes = 16
 	s.Put(q)
-	done := kilntest.Job("team", "bert", kilnv1.State_STATE_COMPLETE)
+	done := kilntest.Reporting(kilntest.Job("team", "bert", kilnv1.State_STATE_COMPLETE), 100, 0, "0.2")
 	done.Spec.Queue, done.Spec.Nodes = "", 0
 	s.Put(done)
-	s.Put(kilntest.Job("other", "elsewhere", kilnv1.State_STATE_FAILED))
+	failed := kilntest.Job("other", "elsewhere", kilnv1.State_STATE_FAILED)
+	step := int64(1200)
+	failed.Status.Progress = &kilnv1.Progress{Step: &step}
+	s.Put(failed)
 	return s
 }
 

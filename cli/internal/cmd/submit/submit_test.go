@@ -190,6 +190,35 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 	}
 }
 
+// --wait in a pipe writes the progress of a job that reports, then how it ended, as kiln
+// wait does: here the job goes silent and Kiln fails it.
+func TestSubmitWaitInAPipeShowsProgress(t *testing.T) {
+	s := kilntest.Start(t)
+	f, io := s.Factory(false)
+	go func() {
+		if s.WaitForWatches(t.Context(), 1) != nil {
+			return
+		}
+		j := kilntest.Job("team", "w", kilnv1.State_STATE_RUNNING)
+		step := int64(1200)
+		j.Status.Progress = &kilnv1.Progress{Step: &step}
+		s.Put(j)
+		j = kilntest.Job("team", "w", kilnv1.State_STATE_FAILED)
+		j.Status.Reason, j.Status.Message = "ProgressDeadlineExceeded", "TrainJob reported no progress for 15m0s (its kiln.dev/progress-deadline is 15m0s), again after its pods were restarted for the same reason: failed, deleting its JobSet"
+		j.Status.Progress = &kilnv1.Progress{Step: &step}
+		s.Put(j)
+	}()
+	err := run(t.Context(), &Options{Factory: f, Job: jobflags.Job{Runtime: "torch-distributed", Name: "w", Wait: true, Timeout: 10 * time.Second}})
+	if got := factory.ExitCode(err); got != factory.ExitFailed {
+		t.Fatalf("exit code %d (%v), want %d", got, err, factory.ExitFailed)
+	}
+	want := "w  Running  step 1200\nw  Failed  step 1200\ntrainjob team/w Failed (ProgressDeadlineExceeded): TrainJob reported no progress for 15m0s " +
+		"(its kiln.dev/progress-deadline is 15m0s), again after its pods were restarted for the same reason: failed, deleting its JobSet\n"
+	if got := io.ErrOut.(interface{ String() string }).String(); got != want {
+		t.Errorf("standard error\n got %q\nwant %q", got, want)
+	}
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
 		return def

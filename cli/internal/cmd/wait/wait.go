@@ -33,7 +33,9 @@ func NewCmdWait(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Use:   "wait NAME --for STATE",
 		Short: "Wait until a training job reaches a state",
 		Long: `Wait until a job reaches a state (Complete, Failed, Running, Queued or Suspended), showing its
-progress on a terminal.
+progress on standard error: on a terminal one line redrawn in place, with a bar once its trainer
+reports (percent, step, loss, ETA); in a pipe a plain line of the trainer's progress when the state
+changes, or the percent does (at most every 10 s).
 
 Exit codes: 0 the job reached the state; 3 it failed instead; 4 --timeout passed; 1 it can no longer
 reach the state (it completed, or was deleted).`,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
@@ -77,5 +78,41 @@ func TestWaitForAMissingJob(t *testing.T) {
 	}
 	if msg := factory.Message(err, s.URL); msg != "TrainJob team/missing not found" {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// reporting is job j, in state, whose trainer reported percent at step of 1000.
+func reporting(state kilnv1.State, percent int32, step int64) *kilnv1.TrainJob {
+	j := kilntest.Job("team", "j", state)
+	eta := 900 - 9*percent
+	total := int64(1000)
+	j.Status.Progress = &kilnv1.Progress{Percent: &percent, Step: &step, TotalSteps: &total, EtaSeconds: &eta,
+		UpdateTime: timestamppb.New(kilntest.Now), Metrics: []*kilnv1.Metric{{Name: "loss", Value: "2.5"}}}
+	return j
+}
+
+// In a pipe, kiln wait writes a plain line of the job's progress when its state or its
+// percent changes (a new percent at most every 10 s: the clock stands still here), and its
+// final line as before.
+func TestWaitInAPipeWritesPlainProgressLines(t *testing.T) {
+	s := kilntest.Start(t)
+	s.Put(reporting(kilnv1.State_STATE_RUNNING, 10, 100))
+	f, io := s.Factory(false)
+	go func() {
+		if s.WaitForWatches(t.Context(), 1) != nil {
+			return
+		}
+		s.Put(reporting(kilnv1.State_STATE_RUNNING, 10, 105)) // the same percent
+		s.Put(reporting(kilnv1.State_STATE_RUNNING, 40, 400)) // a new one, too soon
+		s.Put(reporting(kilnv1.State_STATE_COMPLETE, 100, 1000))
+	}()
+	if err := run(t.Context(), &Options{Factory: f, Name: "j", For: "Complete", Timeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := io.ErrOut.(interface{ String() string }).String(), "j  Running  10%  step 100/1000  loss 2.5  ETA 13m30s\nj  Complete  100%  step 1000/1000  loss 2.5\n"; got != want {
+		t.Errorf("standard error\n got %q\nwant %q", got, want)
+	}
+	if got, want := io.Out.(interface{ String() string }).String(), "trainjob team/j Complete\n"; got != want {
+		t.Errorf("standard output %q, want %q", got, want)
 	}
 }
