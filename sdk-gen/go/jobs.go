@@ -123,6 +123,11 @@ type TrainJob struct {
 	// policy, RestartsCounted those that counted against its maxRestarts (disruptions do
 	// not); docs/fault-tolerance.md.
 	Restarts, RestartsCounted int32
+	// Progress is what the job's trainer last reported (percent, ETA, step, metrics,
+	// checkpoint), nil until it reports; Metrics are its latest metric values by name.
+	// GetJobMetrics returns their history.
+	Progress *Progress
+	Metrics  map[string]string
 	// Raw is the API's message, with every field the server returned.
 	Raw *kilnv1.TrainJob
 }
@@ -150,6 +155,7 @@ func jobOf(j *kilnv1.TrainJob) *TrainJob {
 		Queue:                   spec.GetQueue(), QueuePosition: st.GetQueue().GetPositionInLocalQueue(),
 		Labels: maps.Clone(j.GetLabels()), Raw: j,
 		Restarts: st.GetRestarts().GetCount(), RestartsCounted: st.GetRestarts().GetCountedTowardsMax(),
+		Progress: progressOf(st.GetProgress()), Metrics: metricsOf(st.GetProgress()),
 	}
 	if out.Status == "" {
 		out.Status = StatusCreated

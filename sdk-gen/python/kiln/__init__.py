@@ -20,9 +20,12 @@ API are in :mod:`kiln.v1`; every error is a :class:`kiln.KilnError`.
 
 from kiln.client import (
     STATUSES,
+    Checkpoint,
     CustomTrainerContainer,
     Event,
     Initializer,
+    MetricPoint,
+    Progress,
     Queue,
     Runtime,
     Schedule,
@@ -38,10 +41,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "STATUSES",
+    "Checkpoint",
     "ConfigError",
     "CustomTrainerContainer",
     "Event",
     "Initializer",
+    "MetricPoint",
+    "Progress",
     "Queue",
     "Runtime",
     "Schedule",

@@ -143,6 +143,10 @@ class Transport:
                     yield response_type.from_json(payload.decode("utf-8"))
                 except ValueError as e:
                     raise errors.InternalError(f"{service}/{method}: cannot decode a response: {e}") from None
+        except errors.KilnError:
+            # The server's own error: some are OSErrors too (PermissionDeniedError is a
+            # PermissionError), and are not the network's.
+            raise
         except (OSError, http.client.HTTPException) as e:
             raise _network_error(self.server, e) from None
         finally:

@@ -30,6 +30,9 @@ __all__ = [
     "Runtime",
     "Queue",
     "Event",
+    "Progress",
+    "Checkpoint",
+    "MetricPoint",
     "STATUSES",
 ]
 
@@ -104,6 +107,64 @@ class Step:
 
 
 @dataclass
+class Checkpoint:
+    """A checkpoint a job's trainer saved: its step and where it is."""
+
+    step: int
+    path: str
+
+
+@dataclass
+class Progress:
+    """What a job's trainer last reported (its TrainJob's ``status.trainerStatus``, e.g. with
+    :mod:`kiln.progress`), with what Kiln reads from it."""
+
+    #: percent complete (0 to 100), and the trainer's estimate of the training time left;
+    #: None when it does not know them.
+    percent: Optional[int] = None
+    eta_seconds: Optional[int] = None
+    #: from the metrics of those names; None when not reported.
+    step: Optional[int] = None
+    total_steps: Optional[int] = None
+    #: the latest values as reported (strings), in the trainer's order.
+    metrics: Dict[str, str] = field(default_factory=dict)
+    #: when the trainer observed this.
+    update_time: Optional[datetime] = None
+    #: the newest checkpoint the trainer reported; None before the first.
+    checkpoint: Optional[Checkpoint] = None
+    #: the job's ``kiln.dev/progress-deadline``: how long it may go without reporting before
+    #: Kiln restarts it once, then fails it; and when that falls due if the job stays silent
+    #: (None while it does not run).
+    progress_deadline_seconds: Optional[int] = None
+    stall_time: Optional[datetime] = None
+
+    @classmethod
+    def from_proto(cls, p: pb.Progress) -> "Progress":
+        c = p.checkpoint
+        return cls(
+            percent=p.percent,
+            eta_seconds=p.eta_seconds,
+            step=p.step,
+            total_steps=p.total_steps,
+            metrics={m.name: m.value for m in p.metrics},
+            update_time=p.update_time,
+            checkpoint=Checkpoint(step=c.step, path=c.path) if c else None,
+            progress_deadline_seconds=p.progress_deadline_seconds,
+            stall_time=p.stall_time,
+        )
+
+
+@dataclass
+class MetricPoint:
+    """One value of a metric: when the trainer reported it, at which step (None when it
+    reported none), and the value."""
+
+    time: Optional[datetime]
+    step: Optional[int]
+    value: float
+
+
+@dataclass
 class TrainJob:
     """A job and what happens to it. ``status`` is one of :data:`STATUSES`."""
 
@@ -133,6 +194,10 @@ class TrainJob:
     #: them that counted against its maxRestarts (disruptions do not); docs/fault-tolerance.md.
     restarts: int = 0
     restarts_counted: int = 0
+    #: what the job's trainer last reported (None until it reports), and its latest metric
+    #: values by name; :meth:`TrainerClient.get_job_metrics` returns their history.
+    progress: Optional[Progress] = None
+    metrics: Dict[str, str] = field(default_factory=dict)
     #: the API's message, with every field the server returned.
     raw: Optional[pb.TrainJob] = field(default=None, repr=False)
 
@@ -174,6 +239,8 @@ class TrainJob:
             ],
             restarts=(st.restarts or pb.Restarts()).count,
             restarts_counted=(st.restarts or pb.Restarts()).counted_towards_max,
+            progress=Progress.from_proto(st.progress) if st.progress else None,
+            metrics={m.name: m.value for m in (st.progress or pb.Progress()).metrics},
             raw=j,
         )
 
@@ -477,6 +544,47 @@ class TrainerClient:
             for e in resp.events
         ]
 
+    def get_job_metrics(self, name: str, metrics: Optional[Iterable[str]] = None, *, namespace: Optional[str] = None) -> Dict[str, List[MetricPoint]]:
+        """The history of the numeric metrics a job's trainer reported, by name, oldest point
+        first: at most 500 points a metric, spread evenly over the whole run, then the latest
+        value. ``metrics`` names those wanted (None: all)."""
+        resp = self.jobs.get_train_job_metrics(pb.GetTrainJobMetricsRequest(namespace=namespace or self.namespace, name=name, metrics=_names(metrics)))
+        return _points(resp.series)
+
+    def watch_job_metrics(self, name: str, metrics: Optional[Iterable[str]] = None, *, namespace: Optional[str] = None) -> Iterator[Dict[str, List[MetricPoint]]]:
+        """Stream a job's metrics (those named, or all) by name: first their whole history,
+        then the points of each new report as it arrives. It ends when the job has completed
+        or failed (or when you leave the loop).
+
+        A stream that drops is opened again (after 0.1 s, doubling up to 5 s while it keeps
+        dropping): its history comes again, and only the points newer than those already
+        yielded are yielded, so every point comes once.
+        """
+        req = pb.WatchTrainJobMetricsRequest(namespace=namespace or self.namespace, name=name, metrics=_names(metrics))
+        last: Dict[str, datetime] = {}
+        started = False
+        backoff = 0.1
+        while True:
+            stream = self.jobs.watch_train_job_metrics(req)
+            try:
+                for ev in stream:
+                    if ev.finished is not None:
+                        return
+                    got = ev.history or ev.points
+                    if got is None:
+                        continue  # an event of a newer server
+                    fresh = _fresh(_points(got.series), last)
+                    if fresh or not started:
+                        # The first history comes even when empty: the watch is on.
+                        started = True
+                        yield fresh
+            except errors.UnavailableError:
+                pass  # the server restarted or a proxy dropped the stream: open it again
+            finally:
+                stream.close()
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
     def wait_for_job_status(
         self,
         name: str,
@@ -747,6 +855,34 @@ def _train_job_spec(
         active_deadline_seconds=active_deadline_seconds,
         ttl_seconds_after_finished=ttl_seconds_after_finished,
     )
+
+
+def _names(metrics: Optional[Iterable[str]]) -> List[str]:
+    if isinstance(metrics, str):
+        return [metrics]
+    return list(metrics or [])
+
+
+def _points(series: Iterable[pb.MetricSeries]) -> Dict[str, List[MetricPoint]]:
+    """The series' points by metric name, as they came."""
+    out: Dict[str, List[MetricPoint]] = {}
+    for s in series:
+        out.setdefault(s.name, []).extend(MetricPoint(time=p.time, step=p.step, value=p.value) for p in s.points)
+    return out
+
+
+def _fresh(points: Dict[str, List[MetricPoint]], last: Dict[str, datetime]) -> Dict[str, List[MetricPoint]]:
+    """The points newer than the newest of their metric in ``last``, which moves on."""
+    out: Dict[str, List[MetricPoint]] = {}
+    for name, ps in points.items():
+        for p in ps:
+            seen = last.get(name)
+            if p.time is not None and seen is not None and p.time <= seen:
+                continue
+            out.setdefault(name, []).append(p)
+            if p.time is not None:
+                last[name] = p.time
+    return out
 
 
 def _policy(policy: str) -> pb.ConcurrencyPolicy:

@@ -22,6 +22,8 @@ import {
   WatchEventType,
   type ConvertManifestsResponse,
   type Event,
+  type MetricSeries,
+  type Progress as ProgressMessage,
   type TrainJob as TrainJobMessage,
   type TrainJobSpecSchema,
 } from "./gen/kiln/v1/trainjob_pb.js";
@@ -158,6 +160,42 @@ export interface Step {
   message: string;
 }
 
+/** A checkpoint a job's trainer saved: its step and where it is. */
+export interface Checkpoint {
+  step: number;
+  path: string;
+}
+
+/** What a job's trainer last reported (its TrainJob's status.trainerStatus), with what Kiln reads from it. */
+export interface Progress {
+  /** Percent complete (0 to 100), and the trainer's estimate of the training time left; undefined when it does not know them. */
+  percent?: number;
+  etaSeconds?: number;
+  /** From the metrics of those names; undefined when not reported. */
+  step?: number;
+  totalSteps?: number;
+  /** The latest values as reported (strings), in the trainer's order. */
+  metrics: Record<string, string>;
+  /** When the trainer observed this. */
+  updateTime?: Date;
+  /** The newest checkpoint the trainer reported; undefined before the first. */
+  checkpoint?: Checkpoint;
+  /**
+   * The job's kiln.dev/progress-deadline: how long it may go without reporting before Kiln
+   * restarts it once, then fails it; and when that falls due if the job stays silent
+   * (undefined while it does not run).
+   */
+  progressDeadlineSeconds?: number;
+  stallTime?: Date;
+}
+
+/** One value of a metric: when the trainer reported it, at which step (undefined when it reported none), and the value. */
+export interface MetricPoint {
+  time?: Date;
+  step?: number;
+  value: number;
+}
+
 /** A job and what happens to it. */
 export interface TrainJob {
   name: string;
@@ -187,6 +225,12 @@ export interface TrainJob {
    */
   restarts: number;
   restartsCounted: number;
+  /**
+   * What the job's trainer last reported (undefined until it reports), and its latest metric
+   * values by name; getJobMetrics() returns their history.
+   */
+  progress?: Progress;
+  metrics: Record<string, string>;
   /** The API's message, with every field the server returned. */
   raw: TrainJobMessage;
 }
@@ -280,8 +324,52 @@ export function jobOf(j: TrainJobMessage): TrainJob {
     })),
     restarts: st?.restarts?.count ?? 0,
     restartsCounted: st?.restarts?.countedTowardsMax ?? 0,
+    progress: st?.progress ? progressOf(st.progress) : undefined,
+    metrics: metricsOf(st?.progress),
     raw: j,
   };
+}
+
+function metricsOf(p?: ProgressMessage): Record<string, string> {
+  return Object.fromEntries((p?.metrics ?? []).map((m) => [m.name, m.value]));
+}
+
+function progressOf(p: ProgressMessage): Progress {
+  return {
+    percent: p.percent,
+    etaSeconds: p.etaSeconds,
+    step: num(p.step),
+    totalSteps: num(p.totalSteps),
+    metrics: metricsOf(p),
+    updateTime: date(p.updateTime),
+    checkpoint: p.checkpoint ? { step: Number(p.checkpoint.step), path: p.checkpoint.path } : undefined,
+    progressDeadlineSeconds: num(p.progressDeadlineSeconds),
+    stallTime: date(p.stallTime),
+  };
+}
+
+/** The series' points by metric name, as they came. */
+function pointsOf(series: MetricSeries[]): Record<string, MetricPoint[]> {
+  const out: Record<string, MetricPoint[]> = {};
+  for (const s of series) {
+    (out[s.name] ??= []).push(...s.points.map((p) => ({ time: date(p.time), step: num(p.step), value: p.value })));
+  }
+  return out;
+}
+
+/** The points newer than the newest of their metric in last, which moves on. */
+function fresh(points: Record<string, MetricPoint[]>, last: Map<string, number>): Record<string, MetricPoint[]> {
+  const out: Record<string, MetricPoint[]> = {};
+  for (const [name, ps] of Object.entries(points)) {
+    for (const p of ps) {
+      const t = p.time?.getTime();
+      const seen = last.get(name);
+      if (t !== undefined && seen !== undefined && t <= seen) continue;
+      (out[name] ??= []).push(p);
+      if (t !== undefined) last.set(name, t);
+    }
+  }
+  return out;
 }
 
 export function scheduleOf(s: CronTrainJob): Schedule {
@@ -470,6 +558,61 @@ export class TrainerClient {
   /** The Kubernetes events of a job and of every object it owns, oldest first. */
   async getJobEvents(name: string, namespace?: string): Promise<Event[]> {
     return (await retry(() => this.jobs.listEvents({ namespace: namespace || this.namespace, name }))).events;
+  }
+
+  /**
+   * The history of the numeric metrics a job's trainer reported, by name, oldest point first:
+   * at most 500 points a metric, spread evenly over the whole run, then the latest value.
+   * `metrics` names those wanted (none: all).
+   */
+  async getJobMetrics(name: string, o: { metrics?: string[]; namespace?: string } = {}): Promise<Record<string, MetricPoint[]>> {
+    const res = await retry(() => this.jobs.getTrainJobMetrics({ namespace: o.namespace || this.namespace, name, metrics: o.metrics ?? [] }));
+    return pointsOf(res.series);
+  }
+
+  /**
+   * Stream a job's metrics (those named, or all) by name: first their whole history, then the
+   * points of each new report as it arrives. It ends when the job has completed or failed, when
+   * the loop stops, or when `signal` aborts. A stream that drops is opened again (after 100 ms,
+   * doubling up to 5 s while it keeps dropping): its history comes again, and only the points
+   * newer than those already yielded are yielded, so every point comes once.
+   */
+  async *watchJobMetrics(
+    name: string,
+    o: { metrics?: string[]; namespace?: string; signal?: AbortSignal } = {},
+  ): AsyncGenerator<Record<string, MetricPoint[]>> {
+    const req = { namespace: o.namespace || this.namespace, name, metrics: o.metrics ?? [] };
+    const last = new Map<string, number>();
+    let started = false;
+    let backoff = 100;
+    for (;;) {
+      // Leaving the loop early cancels the stream, so that no connection outlives it.
+      const ac = new AbortController();
+      const abort = () => ac.abort();
+      if (o.signal?.aborted) abort();
+      o.signal?.addEventListener("abort", abort);
+      try {
+        for await (const ev of this.jobs.watchTrainJobMetrics(req, { signal: ac.signal })) {
+          if (ev.event.case === "finished") return;
+          if (ev.event.case !== "history" && ev.event.case !== "points") continue; // an event of a newer server
+          const got = fresh(pointsOf(ev.event.value.series), last);
+          if (Object.keys(got).length > 0 || !started) {
+            // The first history comes even when empty: the watch is on.
+            started = true;
+            yield got;
+          }
+        }
+      } catch (e) {
+        const err = toKilnError(e);
+        if (o.signal?.aborted || !(err instanceof KilnError) || (err.code !== "unavailable" && err.code !== "unknown")) throw err;
+      } finally {
+        o.signal?.removeEventListener("abort", abort);
+        ac.abort();
+      }
+      // The server restarted or a proxy dropped the stream: open it again.
+      await sleep(backoff);
+      backoff = Math.min(backoff * 2, 5000);
+    }
   }
 
   /**
