@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,29 @@ const (
 	MetricCheckpointStep = "checkpoint_step"
 	MetricCheckpointPath = "checkpoint_path"
 )
+
+// Charted says whether a metric gets a history (a curve): all but the x axis and the
+// checkpoint's bookkeeping.
+func Charted(name string) bool {
+	switch name {
+	case MetricStep, MetricTotalSteps, MetricCheckpointStep, MetricCheckpointPath:
+		return false
+	}
+	return true
+}
+
+// MetricInt reads a metric's value as a whole number ("1200", or "1200.0" as some trainers
+// format every number); false when it is not a number.
+func MetricInt(value string) (int64, bool) {
+	value = strings.TrimSpace(value)
+	if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+		return n, true
+	}
+	if f, err := strconv.ParseFloat(value, 64); err == nil {
+		return int64(f), true
+	}
+	return 0, false
+}
 
 // TrainJobMetricsKind is the kind of TrainJobMetrics.
 const TrainJobMetricsKind = "TrainJobMetrics"

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
@@ -42,22 +43,13 @@ func (s *TrainJobs) history(ctx context.Context, tj *trainer.TrainJob) (*kiln.Tr
 	h := &kiln.TrainJobMetrics{}
 	err := s.kube.AsCaller.Get(ctx, client.ObjectKeyFromObject(tj), h)
 	switch {
-	case apierrors.IsNotFound(err), err == nil && !ownedBy(h, tj):
+	case apierrors.IsNotFound(err), err == nil && !metav1.IsControlledBy(h, tj):
 		// None yet; or left by a deleted job of the same name.
 		return nil, nil
 	case err != nil:
 		return nil, toConnect(fmt.Sprintf("getting the metrics history of TrainJob %s/%s", tj.Namespace, tj.Name), err)
 	}
 	return h, nil
-}
-
-func ownedBy(h *kiln.TrainJobMetrics, tj *trainer.TrainJob) bool {
-	for _, o := range h.OwnerReferences {
-		if o.UID == tj.UID {
-			return true
-		}
-	}
-	return false
 }
 
 // WatchTrainJobMetrics implements kilnv1connect.TrainJobServiceHandler: the history, then

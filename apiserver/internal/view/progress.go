@@ -64,12 +64,8 @@ func Finished(tj *trainer.TrainJob) bool {
 }
 
 func integer(v string) *int64 {
-	v = strings.TrimSpace(v)
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if n, ok := kiln.MetricInt(v); ok {
 		return &n
-	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return ptr.To(int64(f))
 	}
 	return nil
 }
@@ -154,8 +150,7 @@ func LatestPoints(tj *trainer.TrainJob) []*kilnv1.MetricSeries {
 	}
 	var out []*kilnv1.MetricSeries
 	for _, m := range ts.Metrics {
-		switch m.Name {
-		case kiln.MetricStep, kiln.MetricTotalSteps, kiln.MetricCheckpointStep, kiln.MetricCheckpointPath:
+		if !kiln.Charted(m.Name) {
 			continue
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(m.Value), 64)

@@ -24,25 +24,16 @@ type namedValue struct{ name, value string }
 // maxValueLength bounds a stored value; longer decimal numbers are rounded to 10 digits.
 const maxValueLength = 32
 
-// bookkeeping are the metrics the history leaves out: they are the x axis, or not numbers
-// worth a curve.
-var bookkeeping = map[string]bool{
-	kiln.MetricStep: true, kiln.MetricTotalSteps: true, kiln.MetricCheckpointStep: true, kiln.MetricCheckpointPath: true,
-}
-
 // reportOf keeps the numeric metrics of a trainer status.
 func reportOf(ts *trainer.TrainerStatus) report {
 	r := report{time: ts.LastUpdatedTime.Time}
 	for _, m := range ts.Metrics {
 		if m.Name == kiln.MetricStep {
-			if step, err := strconv.ParseInt(strings.TrimSpace(m.Value), 10, 64); err == nil {
-				r.step = &step
-			} else if f, err := strconv.ParseFloat(strings.TrimSpace(m.Value), 64); err == nil {
-				step := int64(f)
+			if step, ok := kiln.MetricInt(m.Value); ok {
 				r.step = &step
 			}
 		}
-		if bookkeeping[m.Name] {
+		if !kiln.Charted(m.Name) {
 			continue
 		}
 		v := strings.TrimSpace(m.Value)

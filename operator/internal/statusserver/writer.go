@@ -77,7 +77,7 @@ type pending struct {
 	uid     types.UID
 	// lastStatus and lastHistory are when they were last written.
 	lastStatus, lastHistory time.Time
-	// writing: a worker holds this job (the queue hands a key to one worker at a time).
+	// touched is when the job last reported: a job silent for long is forgotten.
 	touched time.Time
 }
 
@@ -358,22 +358,13 @@ func (w *writer) readHistory(ctx context.Context, job types.NamespacedName, uid 
 	} else if err != nil {
 		return nil, err
 	}
-	if ownedBy(stored, uid) {
+	if metav1.IsControlledBy(stored, &metav1.ObjectMeta{UID: uid}) {
 		return stored, nil
 	}
 	if err := w.client.Delete(ctx, stored, client.Preconditions{UID: &stored.UID}); client.IgnoreNotFound(err) != nil {
 		return nil, err
 	}
 	return nil, nil
-}
-
-func ownedBy(obj metav1.Object, uid types.UID) bool {
-	for _, o := range obj.GetOwnerReferences() {
-		if o.UID == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // isOwnerGone: creating an object owned by a TrainJob being deleted is refused.
