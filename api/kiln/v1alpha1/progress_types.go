@@ -21,6 +21,11 @@ const (
 	AnnotationProgressDeadline = "kiln.dev/progress-deadline"
 )
 
+// StatusServerCAConfigMap is the ConfigMap, one per namespace and owned by none of its
+// jobs (like kube-root-ca.crt), holding the CA certificate of the operator's status server
+// (key ca.crt) that trainer pods mount.
+const StatusServerCAConfigMap = "kiln-status-server-ca"
+
 // Names of the metrics Kiln's helper (the Python SDK's kiln.progress) reports beside the
 // trainer's own, which Kiln's surfaces read.
 const (

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/e2e/test/framework"
@@ -107,8 +108,10 @@ var _ = Describe("TrainJob lifecycle", func() {
 				case *batchv1.JobList:
 					n = len(l.Items)
 				case *corev1.ConfigMapList:
+					// Not the namespace's own: kube-root-ca.crt, and the CA of Kiln's
+					// status server that every trainer of the namespace mounts.
 					for _, cm := range l.Items {
-						if cm.Name != "kube-root-ca.crt" {
+						if cm.Name != "kube-root-ca.crt" && cm.Name != kiln.StatusServerCAConfigMap {
 							n++
 						}
 					}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/operator/internal/render"
 )
@@ -17,7 +18,7 @@ import (
 // StatusServer says where the trainers of the JobSets this controller creates report their
 // progress, and where the CA certificate they trust is: CAFile, read when a namespace first
 // needs it and whenever it changes, is copied into each namespace's
-// render.StatusServerCAConfigMap. Zero: no status server, nothing injected.
+// kiln.StatusServerCAConfigMap. Zero: no status server, nothing injected.
 type StatusServer struct {
 	render.StatusServer
 	CAFile string
@@ -56,7 +57,7 @@ func (r *TrainJobReconciler) ensureStatusServerCA(ctx context.Context, namespace
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: render.StatusServerCAConfigMap, Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: kiln.StatusServerCAConfigMap, Labels: map[string]string{
 			"app.kubernetes.io/managed-by": "kiln-operator",
 		}, Annotations: map[string]string{
 			"kiln.dev/description": "The CA certificate of Kiln's status server, which TrainJobs' trainers report their progress to (" + trainer.EnvStatusServerCACert + ").",
@@ -64,7 +65,7 @@ func (r *TrainJobReconciler) ensureStatusServerCA(ctx context.Context, namespace
 		Data: map[string]string{trainer.StatusServerCAFile: string(ca)},
 	}
 	if _, err := r.apply(ctx, cm); err != nil {
-		return fmt.Errorf("writing ConfigMap %s/%s: %w", namespace, render.StatusServerCAConfigMap, err)
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", namespace, kiln.StatusServerCAConfigMap, err)
 	}
 	r.cas.mu.Lock()
 	if r.cas.done == nil {

@@ -5,12 +5,9 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
-
-// StatusServerCAConfigMap is the ConfigMap, one per namespace, holding the CA certificate
-// of the status server (key ca.crt) that trainer pods mount.
-const StatusServerCAConfigMap = "kiln-status-server-ca"
 
 // StatusServer says where trainers report their progress (upstream's TrainJobStatus
 // plugin, KEP-2779). BaseURL empty: nowhere, nothing is injected.
@@ -23,7 +20,7 @@ type StatusServer struct {
 // the three variables of the protocol, and mounts a projected volume at
 // StatusServerMountPath holding a ServiceAccount token whose audience is this TrainJob's
 // status endpoint and the server's CA certificate, as upstream's plugin does. The CA comes
-// from StatusServerCAConfigMap (optional: a pod never waits for it).
+// from kiln.StatusServerCAConfigMap (optional: a pod never waits for it).
 func InjectStatusServer(js *jobsetv1alpha2.JobSet, tj *trainer.TrainJob, s StatusServer) {
 	if s.BaseURL == "" {
 		return
@@ -42,7 +39,7 @@ func InjectStatusServer(js *jobsetv1alpha2.JobSet, tj *trainer.TrainJob, s Statu
 				Path:              trainer.StatusServerTokenFile,
 			}},
 			{ConfigMap: &corev1.ConfigMapProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: StatusServerCAConfigMap},
+				LocalObjectReference: corev1.LocalObjectReference{Name: kiln.StatusServerCAConfigMap},
 				Items:                []corev1.KeyToPath{{Key: trainer.StatusServerCAFile, Path: trainer.StatusServerCAFile}},
 				Optional:             ptr.To(true),
 			}},
