@@ -113,7 +113,7 @@ func main() {
 	flag.StringVar(&o.statusAddr, "status-server-bind-address", ":10443", "address of the status server, to which trainers report progress and metrics (upstream's KUBEFLOW_TRAINER_SERVER_URL protocol), served with the webhook certificate; 0 disables it and its injection into trainer pods")
 	flag.StringVar(&o.statusURL, "status-server-url", "", "https://host:port at which trainer pods reach the status server (default: https://<webhook-service-name>.<webhook-namespace>.svc:<its port>)")
 	flag.StringVar(&o.statusCAFile, "status-server-ca-file", "", "PEM CA certificate that trainer pods trust for the status server, copied into each namespace's ConfigMap "+kiln.StatusServerCAConfigMap+" (default: ca.crt in --webhook-cert-dir)")
-	flag.Float64Var(&o.statusQPS, "status-server-qps", 50, "queries per second of the status server's own client (its status and history writes, token reviews), apart from the controllers'")
+	flag.Float64Var(&o.statusQPS, "status-server-qps", 50, "queries per second of the status server's own client (its status and history writes, token reviews), apart from the controllers'; a fifth of it at most goes to history writes")
 	flag.IntVar(&o.statusBurst, "status-server-burst", 100, "burst of the status server's own client")
 	flag.DurationVar(&o.statusInterval, "status-server-write-interval", time.Second, "least time between two writes of one TrainJob's status.trainerStatus: reports in between are coalesced")
 	flag.DurationVar(&o.historyInterval, "status-server-history-interval", 10*time.Second, "least time between two writes of one TrainJob's metrics history (TrainJobMetrics)")
@@ -389,7 +389,8 @@ func addStatusServer(mgr ctrl.Manager, o options, certsReady <-chan struct{}) er
 	}
 	srv := statusserver.New(c, statusserver.Options{
 		BindAddress: o.statusAddr, CertDir: o.webhookCertDir,
-		Writer: statusserver.WriterOptions{StatusInterval: o.statusInterval, HistoryInterval: o.historyInterval},
+		// A fifth of the budget for the histories, the rest for the status writes and reviews.
+		Writer: statusserver.WriterOptions{StatusInterval: o.statusInterval, HistoryInterval: o.historyInterval, HistoryQPS: o.statusQPS / 5},
 	})
 	return mgr.Add(afterCerts{Server: srv, ready: certsReady})
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -155,6 +156,42 @@ func TestProgressDeadlineAnnotation(t *testing.T) {
 	for _, v := range []string{"90", "-5m", "0s", "soon"} {
 		if _, err := ProgressDeadline(kilntesting.MakeTrainJob("j", "ns").Annotation(kiln.AnnotationProgressDeadline, v).Obj()); err == nil {
 			t.Errorf("%q accepted", v)
+		}
+	}
+}
+
+// A report after the first wakes nothing: the deadline's clock already runs. The first
+// report, and any change beside the trainer status, still reconciles.
+func TestProgressOnlyUpdatesAreNotReconciled(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+	base := kilntesting.MakeTrainJob("job", "ns").Obj()
+	reported := func(tj *trainer.TrainJob, step string) *trainer.TrainJob {
+		tj = tj.DeepCopy()
+		tj.ResourceVersion = step
+		tj.Status.TrainerStatus = &trainer.TrainerStatus{Metrics: []trainer.Metric{{Name: kiln.MetricStep, Value: step}}, LastUpdatedTime: at}
+		return tj
+	}
+	first, second := reported(base, "1"), reported(base, "2")
+	failed := second.DeepCopy()
+	failed.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue}}
+	annotated := second.DeepCopy()
+	annotated.Annotations = map[string]string{kiln.AnnotationProgressDeadline: "5m"}
+	deleting := second.DeepCopy()
+	deleting.DeletionTimestamp = &at
+	for _, c := range []struct {
+		name     string
+		old, cur *trainer.TrainJob
+		want     bool
+	}{
+		{"the first report", base, first, true},
+		{"a later report", first, second, false},
+		{"a report and a condition", first, failed, true},
+		{"a report and an annotation", first, annotated, true},
+		{"a report and a deletion", first, deleting, true},
+		{"a resync", second, second, true},
+	} {
+		if got := (notProgressOnly{}).Update(ctrlevent.UpdateEvent{ObjectOld: c.old, ObjectNew: c.cur}); got != c.want {
+			t.Errorf("%s: reconciled %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,10 @@ type WriterOptions struct {
 	// HistoryInterval is the least time between two writes of one job's history: its
 	// reports wait in memory meanwhile (and are written on shutdown).
 	HistoryInterval time.Duration
+	// HistoryQPS bounds the history writes of all jobs together (0: only the client's
+	// QPS does), so that the status writes keep most of the budget: under load a job's
+	// history is written less often than HistoryInterval, never its status.
+	HistoryQPS float64
 	// Workers write in parallel; the client's own rate limit bounds them together.
 	Workers int
 }
@@ -59,6 +64,8 @@ type writer struct {
 	clock  clock.WithTicker
 	opts   WriterOptions
 	queue  workqueue.TypedDelayingInterface[types.NamespacedName]
+	// history is HistoryQPS's budget (nil: none).
+	history *rate.Limiter
 
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*pending
@@ -83,8 +90,12 @@ type pending struct {
 
 func newWriter(c client.Client, clk clock.WithTicker, opts WriterOptions) *writer {
 	opts.defaults()
+	var history *rate.Limiter
+	if opts.HistoryQPS > 0 {
+		history = rate.NewLimiter(rate.Limit(opts.HistoryQPS), max(int(opts.HistoryQPS), 1))
+	}
 	return &writer{
-		client: c, clock: clk, opts: opts,
+		client: c, clock: clk, opts: opts, history: history,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.NamespacedName]{Name: "kiln_status_server", Clock: clk}),
 		jobs:  map[types.NamespacedName]*pending{},
 	}
@@ -199,6 +210,15 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 	}
 	historyDue := len(p.reports) > 0 && (final || !now.Before(p.lastHistory.Add(w.opts.HistoryInterval)))
 	w.mu.Unlock()
+	// Over the history budget: the reports wait (in memory) for their turn.
+	var historyWait time.Duration
+	if historyDue && !final && w.history != nil {
+		if r := w.history.ReserveN(now, 1); !r.OK() || r.DelayFrom(now) > 0 {
+			historyWait = max(r.DelayFrom(now), time.Second/time.Duration(max(int(w.opts.HistoryQPS), 1)))
+			r.CancelAt(now)
+			historyDue = false
+		}
+	}
 
 	if statusDue {
 		uid, err := w.writeStatus(ctx, job, ts)
@@ -251,7 +271,7 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 		again = max(p.lastStatus.Add(w.opts.StatusInterval).Sub(w.clock.Now()), 0)
 	}
 	if len(p.reports) > 0 {
-		h := max(p.lastHistory.Add(w.opts.HistoryInterval).Sub(w.clock.Now()), 0)
+		h := max(p.lastHistory.Add(w.opts.HistoryInterval).Sub(w.clock.Now()), historyWait, 0)
 		if again < 0 || h < again {
 			again = h
 		}

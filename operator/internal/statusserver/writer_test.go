@@ -1,0 +1,85 @@
+package statusserver
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// Under the history budget, every job's status is still written at its interval, while the
+// histories take turns: HistoryQPS of them a second, none lost, every one written in time.
+func TestHistoryBudgetNeverDelaysStatus(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := kiln.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 10
+	var objs []client.Object
+	var keys []types.NamespacedName
+	for i := range jobs {
+		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("job-%d", i), UID: types.UID(fmt.Sprint("uid-", i))}}
+		objs = append(objs, tj)
+		keys = append(keys, client.ObjectKeyFromObject(tj))
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&trainer.TrainJob{}).WithObjects(objs...).Build()
+	clk := clocktesting.NewFakeClock(t0)
+	w := newWriter(c, clk, WriterOptions{StatusInterval: time.Second, HistoryInterval: 10 * time.Second, HistoryQPS: 2})
+	ctx := context.Background()
+
+	histories := func() int {
+		list := &kiln.TrainJobMetricsList{}
+		if err := c.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	for second := range 5 {
+		for _, k := range keys {
+			w.add(k, status(clk.Now(), kiln.MetricStep, fmt.Sprint(second+1), "loss", "0.5"))
+			w.write(ctx, k, false)
+		}
+		for _, k := range keys {
+			tj := &trainer.TrainJob{}
+			if err := c.Get(ctx, k, tj); err != nil {
+				t.Fatal(err)
+			}
+			if tj.Status.TrainerStatus == nil || tj.Status.TrainerStatus.Metrics[0].Value != fmt.Sprint(second+1) {
+				t.Fatalf("second %d: %s's status is %+v, want step %d written at once", second, k, tj.Status.TrainerStatus, second+1)
+			}
+		}
+		// The budget's burst (2) at once, then 2 a second.
+		if got, want := histories(), min(2+2*second, jobs); got != want {
+			t.Fatalf("second %d: %d histories written, want %d (HistoryQPS 2)", second, got, want)
+		}
+		clk.Step(time.Second)
+	}
+	// Every job's history holds every report it had when its turn came.
+	list := &kiln.TrainJobMetricsList{}
+	if err := c.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range list.Items {
+		if len(h.Series) == 0 || h.Series[0].Count == 0 {
+			t.Fatalf("history %s is empty: %+v", h.Name, h.Series)
+		}
+	}
+	// With the reports still held, a shutdown writes them all, budget or not.
+	w.flushAll()
+	if got := histories(); got != jobs {
+		t.Fatalf("after the flush, %d histories, want %d", got, jobs)
+	}
+}
