@@ -310,6 +310,9 @@ class Reporter:
         self._attempts = 0  # posts tried, for tests
         self._warned: set = set()
         self._ssl: Optional[Tuple[Any, ssl.SSLContext]] = None
+        # The connection kept between posts (under self._post_lock), with what it was made
+        # for: a TLS handshake per post would cost the server more than the post itself.
+        self._conn: Optional[Tuple[Any, http.client.HTTPConnection]] = None
         if self.enabled:
             _live.add(self)
 
@@ -650,23 +653,45 @@ class Reporter:
                     return _ERROR, f"cannot read the token file {self.token_file}: {e.strerror or e}", None
                 if token:
                     headers["Authorization"] = "Bearer " + token
+            context: Optional[ssl.SSLContext] = None
             if parts.scheme == "https":
                 try:
                     context = self._context()
                 except (OSError, ssl.SSLError) as e:
                     return _ERROR, f"cannot load the CA file {self.ca_file}: {e}", None
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
-            else:
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             body = json.dumps({"trainerStatus": status}, separators=(",", ":")).encode()
-            try:
-                conn.request("POST", path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read(1 << 16)
-                code, phrase, retry = resp.status, resp.reason, resp.getheader("Retry-After")
-            finally:
-                conn.close()
+            key = (parts.scheme, parts.hostname, parts.port, self._ssl[0] if context is not None and self._ssl else None)
+            for attempt in (1, 2):
+                reused = self._conn is not None and self._conn[0] == key
+                if not reused:
+                    self._hang_up()
+                    if context is not None:
+                        made: http.client.HTTPConnection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
+                    else:
+                        made = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+                    self._conn = (key, made)
+                assert self._conn is not None
+                conn = self._conn[1]
+                conn.timeout = timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+                try:
+                    conn.request("POST", path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()[: 1 << 16]
+                    code, phrase, retry = resp.status, resp.reason, resp.getheader("Retry-After")
+                    if resp.will_close:
+                        self._hang_up()
+                    break
+                except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest):
+                    self._hang_up()
+                    if reused and attempt == 1:
+                        continue  # the server closed the kept connection while it idled: a new one
+                    raise
+                except BaseException:
+                    self._hang_up()
+                    raise
         except Exception as e:  # noqa: BLE001 - OSError, ssl.SSLError, http.client.HTTPException, ...
             return _ERROR, f"{type(e).__name__}: {e}", None
         if 200 <= code < 300:
@@ -682,6 +707,15 @@ class Reporter:
         if code == 429:
             return _THROTTLED, reason, _retry_after(retry)
         return _ERROR, reason, _retry_after(retry) if code == 503 else None
+
+    def _hang_up(self) -> None:
+        """Close the kept connection, if any."""
+        if self._conn is not None:
+            try:
+                self._conn[1].close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._conn = None
 
     def _context(self) -> ssl.SSLContext:
         """The TLS context, made again when the CA file changes."""
@@ -709,6 +743,11 @@ class Reporter:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, min(1.0, deadline - time.monotonic())))
+        if self._post_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            try:
+                self._hang_up()
+            finally:
+                self._post_lock.release()
         _live.discard(self)
 
     def __enter__(self) -> "Reporter":

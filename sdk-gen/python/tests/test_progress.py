@@ -65,18 +65,22 @@ class StatusServer:
     """A status server in a thread. It records each request and answers from a script of
     (code, headers, body) answers; with none left, 200 and the body echoed."""
 
-    def __init__(self, tls=None):
+    def __init__(self, tls=None, keep_alive=False, hang_up=False):
+        """keep_alive: HTTP/1.1, the connection kept between requests; hang_up: then closed
+        after each answer without a word, as a server does to a connection left idle."""
         self.requests = []
         self.answers = []
         self.cond = threading.Condition()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with outer.cond:
                     code, headers, body = outer.answers.pop(0) if outer.answers else (200, {}, raw)
-                    outer.requests.append({"path": self.path, "headers": self.headers, "body": json.loads(raw)})
+                    outer.requests.append({"path": self.path, "headers": self.headers, "body": json.loads(raw), "client": self.client_address})
                     outer.cond.notify_all()
                 if isinstance(body, dict):
                     body = json.dumps(body).encode()
@@ -87,6 +91,8 @@ class StatusServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                if hang_up:
+                    self.close_connection = True
 
             def log_message(self, *args):
                 pass
@@ -326,6 +332,29 @@ class ProgressTest(unittest.TestCase):
         settle(r, 2)
         self.assertEqual(self.server.count(), 2)
         self.assertEqual(metrics(self.server.last()), {"step": "100", "total_steps": "100", "loss": "0.01", "m1": "100", "m2": "98", "m0": "99"})
+
+    def test_connection_kept_between_posts(self):
+        server = StatusServer(keep_alive=True)
+        self.addCleanup(server.close)
+        r = self.make(url=server.url, interval=1)
+        for t in range(4):
+            self.clock.set(t)
+            r.report(step=t + 1)
+            settle(r, t + 1)
+        clients = {req["client"] for req in server.wait(4)}
+        self.assertEqual(len(clients), 1, "one connection, one TLS handshake, for every post")
+
+    def test_connection_closed_by_the_server_is_made_again_unnoticed(self):
+        server = StatusServer(keep_alive=True, hang_up=True)
+        self.addCleanup(server.close)
+        r = self.make(url=server.url, interval=1)
+        for t in range(3):
+            self.clock.set(t)
+            r.report(step=t + 1)
+            settle(r, t + 1)
+            self.assertTrue(r._accepted)
+        self.assertEqual([metrics(req["body"]["trainerStatus"])["step"] for req in server.wait(3)], ["1", "2", "3"])
+        self.assertEqual(self.lines("cannot report"), [], "a kept connection the server closed is no failure")
 
     def test_at_most_one_post_per_interval(self):
         r = self.make(interval=5)
