@@ -1,17 +1,29 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // progressScript trains with torchrun, reporting each step and its loss with kiln.progress
@@ -59,7 +71,9 @@ exec torchrun /tmp/train.py`
 func progressSpecs() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
-	It("shows a torchrun job's step, loss and ETA, its loss curve, and a raw post of the protocol", func(ctx context.Context) {
+	// Against the chart too: the trainers reach the status server of the operator's pods
+	// through the webhook Service, by its DNS name, with the chart's certificate.
+	It("shows a torchrun job's step, loss and ETA, its loss curve, and a raw post of the protocol", Label(chartMode), func(ctx context.Context) {
 		ns := newNamespace(ctx, "progress")
 		tj := realJob(ns, "curve", 2, progressScript)
 		tj.Spec.Trainer.Env = append(tj.Spec.Trainer.Env, corev1.EnvVar{Name: "STEPS", Value: "40"}, corev1.EnvVar{Name: "KILN_PROGRESS_INTERVAL", Value: "1"})
@@ -115,4 +129,104 @@ func progressSpecs() {
 		Expect(conditionOf(got, trainer.TrainJobFailed).Message).To(ContainSubstring("reported no progress for"))
 		Expect(got.Status.Restarts.Count).To(BeEquivalentTo(1))
 	})
+}
+
+// Serial: it restarts the operator, which every other spec relies on.
+var _ = Describe("Progress across an operator restart", Serial, func() {
+	It("keeps a job's history, and every report it answered, across a graceful restart", func(ctx context.Context) {
+		root := os.Getenv("KILN_ROOT")
+		if root == "" || os.Getenv(platform.EnvInstall) == string(platform.InstallChart) {
+			Skip("the status server is reached as a local process here (KILN_ROOT, processes install)")
+		}
+		p := &platform.Platform{Config: platform.DefaultConfig(root), Out: GinkgoWriter}
+		ns := newNamespace(ctx, "history")
+		tj := torchJob(ns, "curve", 1).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s"})).Obj()
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		report := statusReporter(ctx, p, ns, tj.Name)
+		history := func(g Gomega) []int64 {
+			h := &kiln.TrainJobMetrics{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), h)).To(Succeed())
+			for _, s := range h.Series {
+				if s.Name == "loss" {
+					return s.Steps
+				}
+			}
+			return nil
+		}
+
+		By("reporting steps 1 to 5 and waiting for them in the stored history")
+		for step := 1; step <= 5; step++ {
+			report(step)
+		}
+		Eventually(ctx, func(g Gomega) { g.Expect(history(g)).To(ContainElement(BeEquivalentTo(5))) }).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("reporting steps 6 to 8, held in memory for the history interval, and stopping the operator gracefully")
+		for step := 6; step <= 8; step++ {
+			report(step)
+		}
+		op := p.OperatorProcess()
+		pid, running := op.Running()
+		Expect(running).To(BeTrue())
+		DeferCleanup(func(ctx context.Context) { Expect(p.StartOperator(ctx)).To(Succeed()) })
+		Expect(syscall.Kill(pid, syscall.SIGTERM)).To(Succeed())
+		Eventually(func() bool { _, running := op.Running(); return running }).WithTimeout(30 * time.Second).Should(BeFalse())
+		Expect(p.StartOperator(ctx)).To(Succeed())
+
+		By("finding every answered report in the history after the restart, and the next ones after them")
+		Eventually(ctx, func(g Gomega) { g.Expect(history(g)).To(Equal([]int64{1, 2, 3, 4, 5, 6, 7, 8})) }).WithTimeout(10 * time.Second).Should(Succeed())
+		report(9)
+		report(10)
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(history(g)).To(Equal([]int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+			got := getTrainJob(ctx, g, ns, tj.Name)
+			g.Expect(got.Status.TrainerStatus).NotTo(BeNil())
+			g.Expect(got.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: kiln.MetricStep, Value: "10"}))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+})
+
+// statusReporter posts progress reports for TrainJob ns/name to the local operator's status
+// server as its trainer would: with a token bound to its pod, of its audience, over TLS
+// trusted by the platform's CA. Each call reports one step (and a loss) and expects 200.
+func statusReporter(ctx context.Context, p *platform.Platform, ns, name string) func(step int) {
+	GinkgoHelper()
+	var pod corev1.Pod
+	Eventually(ctx, func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name})).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+		pod = pods.Items[0]
+	}).Should(Succeed())
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences:         []string{trainer.TokenAudience(ns, name)},
+		ExpirationSeconds: ptr.To[int64](600),
+		BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	ca, err := os.ReadFile(p.PKI().CAFile())
+	Expect(err).NotTo(HaveOccurred())
+	pool := x509.NewCertPool()
+	Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", p.OperatorStatus, trainer.StatusPath(ns, name))
+	return func(step int) {
+		GinkgoHelper()
+		body, err := json.Marshal(trainer.UpdateTrainJobStatusRequest{TrainerStatus: &trainer.TrainerStatus{
+			Metrics:         []trainer.Metric{{Name: kiln.MetricStep, Value: strconv.Itoa(step)}, {Name: "loss", Value: strconv.FormatFloat(1/float64(step), 'f', 3, 64)}},
+			LastUpdatedTime: metav1.Now(),
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := hc.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer res.Body.Close()
+		Expect(res.StatusCode).To(Equal(http.StatusOK), "report of step %d", step)
+	}
 }
