@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -51,7 +52,12 @@ func run() error {
 	flag.IntVar(&o.Budget.Concurrency, "concurrency", o.Budget.Concurrency, "TrainJobs both controllers reconcile in parallel")
 	flag.Float64Var(&o.MemoryBudget.QPS, "memory-qps", o.MemoryBudget.QPS, "client QPS both controllers are restarted with for the memory scenario")
 	flag.IntVar(&o.MemoryBudget.Burst, "memory-burst", o.MemoryBudget.Burst, "client burst both controllers are restarted with for the memory scenario")
-	scenarios := flag.String("scenarios", "", "comma-separated subset of: admission, deadline (with throughput and Kiln's TTL), limit (needs deadline), memory")
+	flag.IntVar(&o.ProgressJobs, "progress-jobs", o.ProgressJobs, "trainers that report progress to Kiln's status server in the progress scenario")
+	flag.DurationVar(&o.ProgressInterval, "progress-interval", o.ProgressInterval, "how often each of them posts a report")
+	flag.DurationVar(&o.ProgressDuration, "progress-duration", o.ProgressDuration, "how long they report")
+	flag.IntVar(&o.TimerJobs, "timer-jobs", o.TimerJobs, "deadlines that fall due during the progress load (and, for the baseline, before it)")
+	flag.DurationVar(&o.TimerDeadline, "timer-deadline", o.TimerDeadline, "their activeDeadlineSeconds (whole seconds)")
+	scenarios := flag.String("scenarios", "", "comma-separated subset of: admission, deadline (with throughput and Kiln's TTL), limit (needs deadline), memory, progress (Kiln's status server, once, on a platform of its own)")
 	flag.BoolVar(&o.Audit, "audit", o.Audit, "audit the apiserver's writes in the Kueue scenario and report which component made each")
 	flag.StringVar(&o.Report, "report", o.Report, "markdown report to write; plots go in the directory of the same name")
 	flag.Parse()
@@ -79,8 +85,11 @@ func run() error {
 	if *scenarios != "" {
 		o.Scenarios = strings.Split(*scenarios, ",")
 	}
-	if o.Runs < 1 || o.Jobs < 1 || o.QueuedJobs < 1 {
-		return fmt.Errorf("--runs, --jobs and --queued-jobs must be at least 1")
+	if o.Runs < 1 || o.Jobs < 1 || o.QueuedJobs < 1 || o.ProgressJobs < 1 || o.TimerJobs < 1 {
+		return fmt.Errorf("--runs, --jobs, --queued-jobs, --progress-jobs and --timer-jobs must be at least 1")
+	}
+	if o.ProgressInterval < time.Second || o.ProgressDuration < o.ProgressInterval {
+		return fmt.Errorf("--progress-interval must be at least 1s and --progress-duration at least one interval")
 	}
 	// The bench's watches log through controller-runtime and klog; their noise (a watch
 	// that ends when a platform stops) is not the bench's output.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
@@ -42,8 +44,16 @@ type Options struct {
 	// them once they failed (upstream has no TTL and keeps them).
 	Deadline time.Duration
 	TTL      time.Duration
+	// ProgressJobs trainers each post a progress report every ProgressInterval for
+	// ProgressDuration to Kiln's status server, while TimerJobs deadlines of
+	// TimerDeadline fall due (and, for the baseline, just before on the idle platform).
+	ProgressJobs     int
+	ProgressInterval time.Duration
+	ProgressDuration time.Duration
+	TimerJobs        int
+	TimerDeadline    time.Duration
 	// Scenarios limits the run to these scenarios (all when empty): admission, deadline
-	// (with throughput and Kiln's TTL), limit (needs deadline), memory.
+	// (with throughput and Kiln's TTL), limit (needs deadline), memory, progress.
 	Scenarios []string
 	// Budget is the client budget and parallelism both controllers get.
 	Budget platform.ControllerBudget
@@ -67,6 +77,7 @@ func DefaultOptions(root string) Options {
 		Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream},
 		Runs: 2, Jobs: 1000, QueuedJobs: 64, MemoryJobs: 10000, MemoryRuns: 1,
 		Deadline: 45 * time.Second, TTL: 30 * time.Second,
+		ProgressJobs: 1000, ProgressInterval: time.Second, ProgressDuration: 2 * time.Minute, TimerJobs: 200, TimerDeadline: 30 * time.Second,
 		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 10},
 		MemoryBudget: platform.ControllerBudget{QPS: 1000, Burst: 2000, Concurrency: 50},
 		PodsPerNode:  500, Audit: true,
@@ -83,11 +94,22 @@ func reportPath(root string) string {
 	return filepath.Join(root, "docs", "benchmarks.md")
 }
 
+// controllerScenarios are those that run for every controller in every run.
+var controllerScenarios = []string{"admission", "deadline", "limit", "memory"}
+
+func (o Options) wants(scenario string) bool {
+	return len(o.Scenarios) == 0 || slices.Contains(o.Scenarios, scenario)
+}
+
 // Run runs every scenario for every controller and writes the report.
 func Run(ctx context.Context, o Options) error {
 	started := time.Now()
 	var results []*runResult
-	for run := 1; run <= o.Runs; run++ {
+	runs := o.Runs
+	if !slices.ContainsFunc(controllerScenarios, o.wants) {
+		runs = 0
+	}
+	for run := 1; run <= runs; run++ {
 		trainers := o.Trainers
 		if run%2 == 0 { // alternate the order, so that neither always runs on a warmer machine
 			trainers = reversed(trainers)
@@ -100,7 +122,30 @@ func Run(ctx context.Context, o Options) error {
 			results = append(results, res)
 		}
 	}
-	return writeReport(o, results, started, time.Since(started))
+	// Progress reports go to Kiln's status server only, on a platform of their own.
+	var prog *progressResult
+	if o.wants("progress") && slices.Contains(o.Trainers, platform.TrainerKiln) {
+		var err error
+		if prog, err = runProgress(ctx, o); err != nil {
+			return fmt.Errorf("progress: %w", err)
+		}
+	}
+	return writeReport(o, results, prog, started, time.Since(started))
+}
+
+func runProgress(ctx context.Context, o Options) (*progressResult, error) {
+	fmt.Fprintln(o.Out, "progress: kiln on a fresh platform")
+	e, stop, err := start(ctx, o, platform.TrainerKiln, "progress", false)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	begin := time.Now()
+	res, err := progress(ctx, e)
+	if err == nil {
+		e.logf("progress done in %s", time.Since(begin).Round(time.Second))
+	}
+	return res, err
 }
 
 func reversed[T any](s []T) []T {
@@ -127,39 +172,56 @@ func (e *env) logf(format string, args ...any) {
 	fmt.Fprintf(e.o.Out, "  [%s] %s\n", e.p.Trainer, fmt.Sprintf(format, args...))
 }
 
-func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*runResult, error) {
+// start starts a fresh platform for controller tr and the bench's clients to it; stop
+// ends the bench's watches and stops the platform. name names its log.
+func start(ctx context.Context, o Options, tr platform.Trainer, name string, audit bool) (*env, func(), error) {
 	cfg := platform.DefaultConfig(o.Root)
 	cfg.Trainer, cfg.Controller, cfg.PodsPerNode, cfg.WithoutKilnAPIServer, cfg.WithoutTracing = tr, o.Budget, o.PodsPerNode, true, true
 	// The scenarios run on the KWOK fleet; a real node would only take the apiserver's time.
 	cfg.RealNodes = 0
-	if o.Audit {
+	if audit {
 		cfg.AuditNamespaces = []string{queueNamespace}
 	}
 	logs := filepath.Join(cfg.StateDir, "..", "bench")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	plog, err := os.Create(filepath.Join(logs, fmt.Sprintf("platform-%s-%d.log", tr, run)))
+	plog, err := os.Create(filepath.Join(logs, fmt.Sprintf("platform-%s-%s.log", tr, name)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer plog.Close()
 	p := &platform.Platform{Config: cfg, Out: plog}
-	fmt.Fprintf(o.Out, "run %d/%d: %s on a fresh platform\n", run, o.Runs, tr)
+	fail := func(err error) (*env, func(), error) {
+		_ = p.Down(context.WithoutCancel(ctx))
+		_ = plog.Close()
+		return nil, nil, err
+	}
 	if err := p.Down(ctx); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := p.Up(ctx); err != nil {
-		return nil, fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err)
+		return fail(fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err))
 	}
-	defer func() { _ = p.Down(context.WithoutCancel(ctx)) }()
-	ctx, cancel := context.WithCancel(ctx) // stops this run's watches
-	defer cancel()
-
+	ctx, cancel := context.WithCancel(ctx) // ends the bench's watches
 	e, err := newEnv(ctx, o, p)
+	if err != nil {
+		cancel()
+		return fail(err)
+	}
+	return e, func() {
+		cancel()
+		_ = p.Down(context.WithoutCancel(ctx))
+		_ = plog.Close()
+	}, nil
+}
+
+func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*runResult, error) {
+	fmt.Fprintf(o.Out, "run %d/%d: %s on a fresh platform\n", run, o.Runs, tr)
+	e, stop, err := start(ctx, o, tr, strconv.Itoa(run), o.Audit)
 	if err != nil {
 		return nil, err
 	}
+	defer stop()
 	res := &runResult{Trainer: string(tr), Run: run}
 	steps := []struct {
 		name string
@@ -175,7 +237,7 @@ func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*run
 		{"memory", memory, run <= o.MemoryRuns},
 	}
 	for _, s := range steps {
-		if !s.when || (len(o.Scenarios) > 0 && s.name != "usage" && !slices.Contains(o.Scenarios, s.name)) {
+		if !s.when || (s.name != "usage" && !o.wants(s.name)) {
 			continue
 		}
 		begin := time.Now()
@@ -214,6 +276,9 @@ func newEnv(ctx context.Context, o Options, p *platform.Platform) (*env, error) 
 		return nil, err
 	}
 	if err := trainer.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := kiln.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

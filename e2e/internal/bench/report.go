@@ -78,7 +78,7 @@ func ratio(a, b spread) string {
 	return fmt.Sprintf("%.2f×", a.median/b.median)
 }
 
-func writeReport(o Options, results []*runResult, started time.Time, took time.Duration) error {
+func writeReport(o Options, results []*runResult, prog *progressResult, started time.Time, took time.Duration) error {
 	kiln, up := string(platform.TrainerKiln), string(platform.TrainerUpstream)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -160,6 +160,7 @@ func writeReport(o Options, results []*runResult, started time.Time, took time.D
 	w("")
 
 	writeWritesBy(w, results)
+	writeProgress(w, o, prog)
 
 	dir := strings.TrimSuffix(o.Report, filepath.Ext(o.Report))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -221,7 +222,10 @@ func writeReport(o Options, results []*runResult, started time.Time, took time.D
 	if err := os.WriteFile(o.Report, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(results, "", "  ")
+	raw, err := json.MarshalIndent(struct {
+		Runs     []*runResult
+		Progress *progressResult
+	}{results, prog}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -291,4 +295,64 @@ func machineOf(fs *procfs.FS) string {
 		}
 	}
 	return fmt.Sprintf("%s, %d cores%s, %s/%s", cpu, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH)
+}
+
+// writeProgress is the progress scenario's section (Kiln only).
+func writeProgress(w func(string, ...any), o Options, p *progressResult) {
+	if p == nil {
+		return
+	}
+	load := float64(p.Duration) / float64(time.Second)
+	ms := func(ds []time.Duration, q float64) string {
+		if len(ds) == 0 {
+			return "—"
+		}
+		d := percentile(ds, q)
+		if d < 10*time.Millisecond {
+			return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+		}
+		return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+	}
+	refused := 0
+	for _, n := range p.Refused {
+		refused += n
+	}
+	w("## Progress reports: %s chatty trainers (Kiln only)", count(p.Jobs))
+	w("")
+	w("Kiln's status server on a fresh platform of its own, once: %s running TrainJobs whose trainers each post an", count(p.Jobs))
+	w("`UpdateTrainJobStatusRequest` every %s for %s (step, total steps, loss, progress and ETA), each with a token", p.Interval, p.Duration)
+	w("bound to its job's pod and audience, as the kubelet projects it. Upstream Kubeflow Trainer v2.3 serves its status")
+	w("server only behind an alpha feature gate, so there is no upstream column. The operator runs with its defaults:")
+	w("the status server writes through a client of its own (`--status-server-qps`, apart from the controllers' %g QPS),", o.Budget.QPS)
+	w("each job's `status.trainerStatus` at most once per `--status-server-write-interval` (reports in between are")
+	w("coalesced, the latest wins) and its history at most once per `--status-server-history-interval`.")
+	w("")
+	w("| figure | Kiln |")
+	w("|---|---|")
+	w("| Posts sent | %s |", count(p.Posts))
+	w("| Posts accepted (200) | %s |", count(p.Accepted))
+	w("| Accepted per second | %.0f |", float64(p.Accepted)/load)
+	w("| Refused (any status but 200), never answered | %s, %s |", count(refused), count(p.Failed))
+	w("| Post round trip, p50 / p99 | %s / %s |", ms(p.PostLatency, 50), ms(p.PostLatency, 99))
+	w("| Post to its step visible in `status.trainerStatus` (the bench's watch), p50 | %s |", ms(p.Visible, 50))
+	w("| Post to its step visible, p99 | %s |", ms(p.Visible, 99))
+	w("| Accepted posts whose step never showed | %s |", count(p.NeverVisible))
+	w("| `trainerStatus` writes seen per second during the load | %.0f |", float64(p.StatusUpdates)/load)
+	w("| Jobs whose history (TrainJobMetrics) holds every accepted report | %s of %s, %s after the load |", count(p.HistoryComplete), count(p.Jobs), p.HistoryLag.Round(time.Second))
+	w("| Operator CPU over the load | %.1f s (%.2f cores) |", p.OperatorCPU.Seconds(), p.OperatorCPU.Seconds()/load)
+	w("| Operator peak RSS | %d MiB |", p.OperatorRSS>>20)
+	w("| Deadline: due to Failed/DeadlineExceeded, p50, idle platform (%d deadlines of %ds) | %s |", p.TimerJobs, int(p.TimerDeadline.Seconds()), ms(p.IdleDeadline, 50))
+	w("| Deadline p99, idle platform | %s |", ms(p.IdleDeadline, 99))
+	w("| Deadline p50, falling due during the load | %s |", ms(p.LoadDeadline, 50))
+	w("| Deadline p99, falling due during the load | %s |", ms(p.LoadDeadline, 99))
+	w("| Deadlines that never fired, idle / under the load | %d / %d |", p.IdleMissed, p.LoadMissed)
+	w("")
+	if len(p.Errors) > 0 {
+		w("Posts never answered failed with, for example (time since the trainer's first post):")
+		w("")
+		for _, e := range p.Errors {
+			w("- `%s`", e)
+		}
+		w("")
+	}
 }
