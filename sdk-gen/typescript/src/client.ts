@@ -2,15 +2,15 @@
 // with the verbs of the Python and Go SDKs (shaped like the Kubeflow SDK's TrainerClient),
 // and schedules (CronTrainJobs) that create a job, a run, at each scheduled time.
 
-import { readFileSync } from "node:fs";
-import { randomUUID } from "node:crypto";
-import { Code, ConnectError, createClient, type CallOptions, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+// This module runs in Node.js and in browsers: it imports nothing of either. How options
+// become a transport is the environment's (setConnector): ./node.js reads the Kiln
+// configuration; in a browser the caller passes a transport (./browser.js makes one).
+
+import { createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 
-import { resolve, ConfigError, type Context } from "./config.js";
-import { DeadlineExceededError, KilnError, NotFoundError, toKilnError } from "./errors.js";
+import { ConfigError, DeadlineExceededError, KilnError, NotFoundError, toKilnError } from "./errors.js";
 import { QueueService, type Queue } from "./gen/kiln/v1/queue_pb.js";
 import { RuntimeService, type Runtime } from "./gen/kiln/v1/runtime_pb.js";
 import { ConcurrencyPolicy as Policy, CronTrainJobService, type CronTrainJob } from "./gen/kiln/v1/schedule_pb.js";
@@ -447,24 +447,10 @@ export class TrainerClient {
   readonly schedules: Client<typeof CronTrainJobService>;
 
   constructor(opts: ClientOptions = {}) {
-    let ctx: Context;
-    if (opts.server || opts.transport) {
-      try {
-        ctx = resolve(opts.configFile, opts.context);
-      } catch (e) {
-        if (!(e instanceof ConfigError)) throw e;
-        ctx = { name: "", server: "", certificateAuthority: "", token: "", tokenFile: "", namespace: "" };
-      }
-      ctx.server = opts.server ?? ctx.server;
-    } else {
-      ctx = resolve(opts.configFile, opts.context);
-    }
-    if (opts.token !== undefined) [ctx.token, ctx.tokenFile] = [opts.token, ""];
-    if (opts.tokenFile !== undefined) [ctx.token, ctx.tokenFile] = ["", opts.tokenFile];
-    if (opts.caFile !== undefined) ctx.certificateAuthority = opts.caFile;
-    this.namespace = opts.namespace || ctx.namespace || "default";
-    this.server = ctx.server;
-    const transport = opts.transport ?? connectTransport(ctx);
+    const c = (connector ?? transportOnly)(opts);
+    this.namespace = c.namespace || "default";
+    this.server = c.server;
+    const transport = c.transport;
     this.jobs = createClient(TrainJobService, transport);
     this.runtimes = createClient(RuntimeService, transport);
     this.queues = createClient(QueueService, transport);
@@ -476,7 +462,7 @@ export class TrainerClient {
   async train(o: TrainOptions): Promise<string> {
     const spec = trainJobSpec(o);
     // One request id for every attempt: that is what makes the retries safe.
-    const requestId = o.requestId || randomUUID().replaceAll("-", "");
+    const requestId = o.requestId || newRequestId();
     const res = await retry(() =>
       this.jobs.createTrainJob({
         namespace: o.namespace || this.namespace,
@@ -697,7 +683,7 @@ export class TrainerClient {
   async createSchedule(o: ScheduleOptions): Promise<Schedule> {
     const concurrencyPolicy = policy(o.concurrencyPolicy === undefined ? "Allow" : o.concurrencyPolicy);
     const spec = trainJobSpec({ ...o, suspend: false });
-    const requestId = o.requestId || randomUUID().replaceAll("-", "");
+    const requestId = o.requestId || newRequestId();
     const res = await retry(() =>
       this.schedules.createCronTrainJob({
         namespace: o.namespace || this.namespace,
@@ -757,7 +743,7 @@ export class TrainerClient {
    * is unavailable, with the same request id, so a lost answer never creates a second run.
    */
   async triggerSchedule(name: string, namespace?: string, o: { requestId?: string } = {}): Promise<string> {
-    const requestId = o.requestId || randomUUID().replaceAll("-", "");
+    const requestId = o.requestId || newRequestId();
     const res = await retry(() => this.schedules.triggerCronTrainJob({ namespace: namespace || this.namespace, name, requestId }));
     return res.trainJob?.name ?? "";
   }
@@ -801,50 +787,37 @@ export class TrainerClient {
   }
 }
 
-function connectTransport(ctx: Context): Transport {
-  const auth: Interceptor = (next) => async (req) => {
-    let token = ctx.token;
-    if (!token && ctx.tokenFile) {
-      try {
-        token = readFileSync(ctx.tokenFile, "utf8").trim();
-      } catch (e) {
-        throw new ConnectError(`reading the token file (token-file or KILN_TOKEN_FILE): ${(e as Error).message}`, Code.Unauthenticated);
-      }
-    }
-    if (token) req.header.set("Authorization", `Bearer ${token}`);
-    // The caller's W3C trace context (OpenTelemetry's environment carriers): the API server
-    // continues that trace, and the operator's spans for a job it creates join it.
-    const traceparent = process.env.TRACEPARENT;
-    if (traceparent && !req.header.has("traceparent")) {
-      req.header.set("traceparent", traceparent);
-      if (process.env.TRACESTATE) req.header.set("tracestate", process.env.TRACESTATE);
-    }
-    return next(req);
-  };
-  let url: URL;
-  try {
-    url = new URL(ctx.server);
-    if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error();
-  } catch {
-    throw new ConfigError(`server '${ctx.server}': want a URL such as https://kiln.example.com or http://127.0.0.1:18090`);
+/** What a client talks through, from its options: see setConnector. */
+export interface Connection {
+  namespace: string;
+  server: string;
+  transport: Transport;
+}
+
+/** Turns a client's options into its connection. */
+export type Connector = (opts: ClientOptions) => Connection;
+
+let connector: Connector | undefined;
+
+/**
+ * Sets how clients made without a transport connect: the Node.js entry point sets one that
+ * reads the Kiln configuration (KILN_CONFIG, KILN_* variables, the file `make up` writes).
+ */
+export function setConnector(c: Connector): void {
+  connector = c;
+}
+
+// Where no connector is set (a browser), a client needs its transport.
+function transportOnly(opts: ClientOptions): Connection {
+  if (!opts.transport) {
+    throw new ConfigError("no transport: in a browser, pass one (browserTransport from @kiln-ml/sdk/browser); in Node.js, import @kiln-ml/sdk");
   }
-  let ca: Buffer | undefined;
-  if (ctx.certificateAuthority) {
-    try {
-      ca = readFileSync(ctx.certificateAuthority);
-    } catch (e) {
-      throw new ConfigError(`reading certificate-authority: ${(e as Error).message}`);
-    }
-  }
-  return createConnectTransport({
-    baseUrl: ctx.server,
-    httpVersion: "1.1",
-    // JSON, as the Python SDK speaks it: readable in a proxy's log, and the same recorded
-    // exchanges test both.
-    useBinaryFormat: false,
-    interceptors: [auth],
-    nodeOptions: ca ? { ca } : {},
-  });
+  return { namespace: opts.namespace || "default", server: opts.server ?? "", transport: opts.transport };
+}
+
+// A request id: 32 hex digits, from the platform's Web Crypto (Node.js 20 and browsers).
+function newRequestId(): string {
+  return globalThis.crypto.randomUUID().replaceAll("-", "");
 }
 
 /** The spec of a job, as train() submits it and as each run of a schedule is created from it. */

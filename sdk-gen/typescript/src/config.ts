@@ -7,6 +7,10 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
+import { ConfigError } from "./errors.js";
+
+export { ConfigError };
+
 /** One API server and the credentials to call it with. */
 export interface Context {
   name: string;
@@ -15,11 +19,6 @@ export interface Context {
   token: string;
   tokenFile: string;
   namespace: string;
-}
-
-/** The Kiln configuration is missing, unreadable or wrong; the message says what to do. */
-export class ConfigError extends Error {
-  override name = "ConfigError";
 }
 
 const keys: Record<string, keyof Context> = {

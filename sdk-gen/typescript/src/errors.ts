@@ -134,3 +134,8 @@ function retryInfo(buf: Uint8Array): number | undefined {
   }
   return undefined;
 }
+
+/** The Kiln configuration is missing, unreadable or wrong; the message says what to do. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}

@@ -5,8 +5,11 @@
 //   const name = await client.train({ runtime: "torch-distributed", trainer: { command: ["torchrun", "train.py"], numNodes: 2 } });
 //   await client.waitForJobStatus(name, "Complete");
 
+// Clients read the Kiln configuration (./node.js); @kiln-ml/sdk/browser is the same without.
+import "./node.js";
+
 export * from "./client.js";
 export * from "./errors.js";
-export { ConfigError, defaultPath, resolve as resolveConfig, type Context } from "./config.js";
+export { defaultPath, resolve as resolveConfig, type Context } from "./config.js";
 /** The API's generated messages, enums and service descriptors (package kiln.v1). */
 export * as v1 from "./v1.js";
