@@ -69,7 +69,11 @@ GO_MODULES := api runtimes operator apiserver cli build e2e sdk-gen sdk-gen/go
 # by its lockfile; Python needs nothing but python3.
 SDK_TS := sdk-gen/typescript
 SDK_TS_DEPS := $(SDK_TS)/node_modules/.package-lock.json
-SDK_TS_DIST := $(SDK_TS)/dist/index.js
+SDK_TS_DIST := $(SDK_TS)/dist/src/index.js
+# The web console (console/): built by esbuild into the API server's embedded files.
+CONSOLE := console
+CONSOLE_DEPS := $(CONSOLE)/node_modules/.package-lock.json
+CONSOLE_DIST := apiserver/internal/console/dist/index.html
 KUBEBUILDER_ASSETS := $(BIN)
 export KUBEBUILDER_ASSETS
 
@@ -119,7 +123,7 @@ $(PLATFORM): $(call go_sources,e2e build/images api runtimes) $(wildcard runtime
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
 	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./operator/cmd/kiln-operator
 
-$(APISERVER): $(call go_sources,apiserver api) go.work
+$(APISERVER): $(call go_sources,apiserver api) go.work $(CONSOLE_DIST)
 	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./apiserver/cmd/kiln-apiserver
 
 # The CLI, also installed as the kubectl plugin `kubectl kiln`.
@@ -136,7 +140,7 @@ IMAGES_BUILD := $(BIN)/images/build
 comma := ,
 
 .PHONY: images
-images: ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln) as OCI archives in bin/images; reproducible.
+images: $(CONSOLE_DIST) ## Build Kiln's images (base, pause, kiln-operator, kiln-apiserver, kiln) as OCI archives in bin/images; reproducible.
 	dpkg -s ca-certificates >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq ca-certificates; }
 	for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
 		os=$${p%%/*}; arch=$${p#*/}; dir=$(IMAGES_BUILD)/$${os}_$${arch}; mkdir -p $$dir; \
@@ -396,6 +400,32 @@ $(SDK_TS_DEPS): $(SDK_TS)/package.json $(SDK_TS)/package-lock.json
 $(SDK_TS_DIST): $(SDK_TS_DEPS) $(SDK_TS)/tsconfig.json $(shell find $(SDK_TS)/src $(SDK_TS)/test -name '*.ts' 2>/dev/null)
 	cd $(SDK_TS) && rm -rf dist && node_modules/.bin/tsc -p tsconfig.json
 
+# The console's packages (npm, pinned by its lockfile) and its build: the SDK's sources and
+# their packages go into the same bundle.
+$(CONSOLE_DEPS): $(CONSOLE)/package.json $(CONSOLE)/package-lock.json
+	cd $(CONSOLE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(CONSOLE_DIST): $(CONSOLE_DEPS) $(SDK_TS_DEPS) $(CONSOLE)/build.mjs $(shell find $(CONSOLE)/src $(SDK_TS)/src -type f 2>/dev/null)
+	cd $(CONSOLE) && node build.mjs
+
+.PHONY: console
+console: $(CONSOLE_DIST) ## Build the web console into the API server (apiserver/internal/console/dist, embedded by go:embed); fails over its size budget.
+
+.PHONY: console-dev
+console-dev: $(CONSOLE_DEPS) $(SDK_TS_DEPS) ## The console at http://127.0.0.1:8000, rebuilt and reloaded on every change, calling the local platform's API server (make up first).
+	cd $(CONSOLE) && node build.mjs --dev
+
+.PHONY: console-screenshots
+console-screenshots: $(CONSOLE_DIST) chromium ## Refresh docs/console/*.png from the console's browser test, against the running local platform (make up first).
+	KILN_CONSOLE_SCREENSHOTS=docs KILN_ROOT=$(ROOT) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+		go test -count=1 ./e2e/test/e2e -ginkgo.focus "web console"
+
+# Headless Chromium for the console's browser tests: Debian's package (nothing downloads a browser).
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+
 .PHONY: sdk
 sdk: $(SDK_TS_DIST) ## Build the TypeScript SDK (sdk-gen/typescript/dist); the Python and Go SDKs need no build.
 
@@ -464,7 +494,7 @@ test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the
 	$(MAKE) test-e2e KILN_INSTALL=chart
 
 .PHONY: test-unit
-test-unit: $(SDK_TS_DIST) ## Unit tests (no cluster), the SDKs' included (wire format against recorded exchanges).
+test-unit: $(SDK_TS_DIST) $(CONSOLE_DEPS) ## Unit tests (no cluster), the SDKs' included (wire format against recorded exchanges).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e)
 	cd sdk-gen/python && python3 -m unittest discover -s tests -t .
 	@# The SDK promises Python 3.9 or newer: test the oldest too where the machine has it.
@@ -472,7 +502,8 @@ test-unit: $(SDK_TS_DIST) ## Unit tests (no cluster), the SDKs' included (wire f
 	py39="$$(python3.9 -c 'import sys; print(sys.executable)' 2>/dev/null || ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.9.*/bin/python3.9 2>/dev/null | tail -1)"; \
 	if [ -n "$$py39" ]; then cd sdk-gen/python && "$$py39" -m unittest discover -s tests -t .; \
 	else echo "no Python 3.9 here: the Python SDK was tested with $$(python3 --version) only"; fi
-	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js dist/test/schedule.test.js
+	cd $(CONSOLE) && node_modules/.bin/tsc -p tsconfig.json && node build.mjs --tests && node --test dist-test/
+	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js dist/test/schedule.test.js dist/test/metrics.test.js dist/test/browser.test.js
 
 .PHONY: test-integration
 # One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them
@@ -489,7 +520,7 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $
 # alone, after the others.
 E2E_PROCS ?= 3
 
-test-e2e: $(SDK_TS_DIST) $(BIN)/ginkgo ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
+test-e2e: $(SDK_TS_DIST) $(CONSOLE_DIST) $(BIN)/ginkgo chromium ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
 	$(MAKE) platform-down $(if $(filter chart,$(KILN_INSTALL)),chart-up,platform-up)
 	rc=0; rm -f $(BIN)/e2e-times-$(KILN_INSTALL).txt; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
 		KILN_E2E_TIMES=$(BIN)/e2e-times-$(KILN_INSTALL).txt \

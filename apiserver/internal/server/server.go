@@ -20,6 +20,7 @@ import (
 
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
+	"github.com/kiln-ml/kiln/apiserver/internal/console"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/service"
 )
@@ -87,6 +88,9 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
+	// The web console: its page and assets at every other path. Serving them needs no token;
+	// every call the page makes carries the user's.
+	mux.Handle("/", console.Handler())
 	s.Handler = mux
 	return s, nil
 }
