@@ -10,6 +10,7 @@ import (
 	kilnversion "github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/completion"
 	configcmd "github.com/kiln-ml/kiln/cli/internal/cmd/config"
+	consolecmd "github.com/kiln-ml/kiln/cli/internal/cmd/console"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/convert"
 	deletecmd "github.com/kiln-ml/kiln/cli/internal/cmd/delete"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/describe"
@@ -73,7 +74,7 @@ Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait)
 		c.GroupID = "cluster"
 		cmd.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{configcmd.NewCmdConfig(f), version.NewCmdVersion(f, nil), completion.NewCmdCompletion(f)} {
+	for _, c := range []*cobra.Command{configcmd.NewCmdConfig(f), version.NewCmdVersion(f, nil), consolecmd.NewCmdConsole(f, nil), completion.NewCmdCompletion(f)} {
 		c.GroupID = "setup"
 		cmd.AddCommand(c)
 	}
