@@ -244,6 +244,7 @@ func (p *Platform) NextSteps() string {
 		"  export KILN_CONFIG=" + p.ClientConfigFile(),
 		"  kiln submit --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue default --wait -- torchrun train.py",
 		"  kiln list",
+		fmt.Sprintf("Its web console: http://127.0.0.1:%d/ (sign in with the token in %s; docs/console.md)", p.KilnAPIPort, p.ClientConfigFile()),
 		"Walk-through: docs/quickstart.md. Stop everything with: make down",
 	}, "\n")
 }

@@ -187,7 +187,7 @@ var _ = Describe("Progress across an operator restart", Serial, func() {
 
 // statusReporter posts progress reports for TrainJob ns/name to the local operator's status
 // server as its trainer would: with a token bound to its pod, of its audience, over TLS
-// trusted by the platform's CA. Each call reports one step (and a loss) and expects 200.
+// trusted by the platform's CA. Each call reports one step of 100 (and a loss) and expects 200.
 func statusReporter(ctx context.Context, p *platform.Platform, ns, name string) func(step int) {
 	GinkgoHelper()
 	var pod corev1.Pod
@@ -216,7 +216,11 @@ func statusReporter(ctx context.Context, p *platform.Platform, ns, name string) 
 	return func(step int) {
 		GinkgoHelper()
 		body, err := json.Marshal(trainer.UpdateTrainJobStatusRequest{TrainerStatus: &trainer.TrainerStatus{
-			Metrics:         []trainer.Metric{{Name: kiln.MetricStep, Value: strconv.Itoa(step)}, {Name: "loss", Value: strconv.FormatFloat(1/float64(step), 'f', 3, 64)}},
+			ProgressPercentage: ptr.To(int32(min(step, 100))),
+			Metrics: []trainer.Metric{
+				{Name: kiln.MetricStep, Value: strconv.Itoa(step)}, {Name: kiln.MetricTotalSteps, Value: "100"},
+				{Name: "loss", Value: strconv.FormatFloat(1/float64(step), 'f', 3, 64)},
+			},
 			LastUpdatedTime: metav1.Now(),
 		}})
 		Expect(err).NotTo(HaveOccurred())
