@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { Code, ConnectError, type v1 } from "@kiln-ml/sdk/browser";
 import { client, errorText, namespace } from "../api.js";
 import { Confirm } from "../components/confirm.js";
+import { age, stateName } from "../format.js";
 
 const dateOf = (t?: { seconds: bigint }) => (t ? new Date(Number(t.seconds) * 1000) : undefined);
 
@@ -20,6 +21,7 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
   const [items, setItems] = useState<v1.CronTrainJob[] | undefined>();
   const [error, setError] = useState("");
   const [ask, setAsk] = useState<{ what: "trigger" | "suspend" | "resume"; name: string } | undefined>();
+  const [open, setOpen] = useState("");
   const load = () =>
     client()
       .schedules.listCronTrainJobs({ namespace: namespace() })
@@ -73,9 +75,13 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
             </tr>
           </thead>
           <tbody>
-            {items.map((s) => (
+            {items.map((s) => [
               <tr key={s.name}>
-                <td>{s.name}</td>
+                <td>
+                  <button type="button" class="quiet" aria-expanded={open === s.name} onClick={() => setOpen(open === s.name ? "" : s.name)}>
+                    {s.name}
+                  </button>
+                </td>
                 <td>
                   <code>{s.spec?.schedule}</code>
                   {s.spec?.suspend ? " (suspended)" : ""}
@@ -97,8 +103,15 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
                     {s.spec?.suspend ? "Resume" : "Suspend"}
                   </button>
                 </td>
-              </tr>
-            ))}
+              </tr>,
+              open === s.name && (
+                <tr key={`${s.name}-runs`}>
+                  <td colSpan={6}>
+                    <Runs name={s.name} />
+                  </td>
+                </tr>
+              ),
+            ])}
           </tbody>
         </table>
       )}
@@ -120,5 +133,34 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
         }}
       />
     </section>
+  );
+}
+
+/** A schedule's runs, newest first: scheduled, triggered, still active or kept by its history limits. */
+function Runs({ name }: { name: string }) {
+  const [runs, setRuns] = useState<v1.TrainJob[] | undefined>();
+  const [error, setError] = useState("");
+  useEffect(() => {
+    client()
+      .schedules.listCronTrainJobRuns({ namespace: namespace(), name })
+      .then((r) => setRuns([...r.trainJobs].sort((a, b) => Number((b.createTime?.seconds ?? 0n) - (a.createTime?.seconds ?? 0n)))))
+      .catch((e) => setError(errorText(e)));
+  }, [name]);
+  if (error) return <p class="error">{error}</p>;
+  if (!runs) return <p class="empty">Loading the runs of {name}…</p>;
+  if (!runs.length) return <p class="empty">No runs yet.</p>;
+  const now = Date.now();
+  return (
+    <ul class="runs" aria-label={`Runs of ${name}`}>
+      {runs.map((j) => {
+        const st = stateName(j.status?.state ?? 0);
+        return (
+          <li key={j.name}>
+            <a href={`#/jobs/${encodeURIComponent(j.name)}`}>{j.name}</a> <span class={`state state-${st.toLowerCase()}`}>{st}</span>{" "}
+            <span class="muted">{age(dateOf(j.createTime), now)} ago</span>
+          </li>
+        );
+      })}
+    </ul>
   );
 }

@@ -288,10 +288,31 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		b.screenshot(root, "jobs-phone")
 		b.do(chromedp.EmulateViewport(1280, 800))
 
+		By("running a schedule now from the page, and listing its runs")
+		sched := name + "-weekly"
+		DeferCleanup(func() { _, _, _ = kilnCLI("", "schedule", "delete", sched) })
+		out, errOut, code = kilnCLI("", "schedule", "create", sched, "--schedule", "0 2 * * 0", "--time-zone", "Europe/Berlin",
+			"--runtime", "torch-distributed", "--", "torchrun", "retrain.py")
+		Expect(code).To(Equal(0), "%s%s", out, errOut)
+		b.do(chromedp.Navigate(base+"/#/schedules"))
+		Eventually(func() bool {
+			b.do(chromedp.Reload())
+			return b.eval(fmt.Sprintf(`[...document.querySelectorAll("table.plain td")].some(td => td.textContent.includes(%q))`, sched))
+		}).WithTimeout(15 * time.Second).Should(BeTrue(), "the schedule is listed")
+		Expect(b.text("table.plain")).To(ContainSubstring("(Europe/Berlin)"), "its next run, in its time zone")
+		b.do(chromedp.Click(chromedp.CSS(`td.actions button`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)), chromedp.WaitVisible(chromedp.CSS(".job h1")))
+		Expect(b.text(".job h1")).To(HavePrefix(sched + "-m"))
+		run := b.text(".job h1")
+		b.do(chromedp.Navigate(base+"/#/schedules"), chromedp.WaitVisible(chromedp.CSS(`button[aria-expanded]`)),
+			chromedp.Click(chromedp.CSS(`button[aria-expanded]`)), chromedp.WaitVisible(chromedp.CSS(`ul.runs`)))
+		Expect(b.text("ul.runs")).To(ContainSubstring(run))
+
 		By("not showing another team's jobs")
 		other := newNamespace(ctx, "console-other")
 		Expect(k8s.Create(ctx, torchJob(other, "not-yours", 1).Obj())).To(Succeed())
-		b.do(chromedp.SetValue(chromedp.CSS("#ns"), other), chromedp.SendKeys(chromedp.CSS("#ns"), kb.Enter))
+		b.do(chromedp.Navigate(base+"/#/"), chromedp.WaitVisible(chromedp.CSS(".jobs h1")),
+			chromedp.SetValue(chromedp.CSS("#ns"), other), chromedp.SendKeys(chromedp.CSS("#ns"), kb.Enter))
 		Eventually(func() string { return b.text(".jobs") }).WithTimeout(10 * time.Second).Should(ContainSubstring("may not list the jobs of namespace " + other))
 		Expect(b.eval(`!document.querySelector('a[href="#/jobs/not-yours"]')`)).To(BeTrue())
 

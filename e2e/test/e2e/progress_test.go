@@ -108,6 +108,14 @@ func progressSpecs() {
 				WithTransform(func(s kiln.MetricSeries) int { return len(s.Times) }, BeNumerically(">=", 5)))))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(h.OwnerReferences).To(ContainElement(HaveField("Name", tj.Name)))
+		if os.Getenv("KILN_CONFIG") != "" {
+			// The CLI's user, allowed to train in this namespace too, sees the curve.
+			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			out, errOut, code := kilnCLI("", "describe", tj.Name, "-n", ns)
+			Expect(code).To(Equal(0), errOut)
+			Expect(out).To(MatchRegexp(`Percent:\s+100%`))
+			Expect(out).To(MatchRegexp(`Curve:\s+loss, min [0-9.e-]+, last [0-9.e-]+, steps \d+ to 40`))
+		}
 	})
 
 	It("restarts a trainer that stops reporting once, then fails it ProgressDeadlineExceeded", func(ctx context.Context) {
