@@ -294,11 +294,11 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		out, errOut, code = kilnCLI("", "schedule", "create", sched, "--schedule", "0 2 * * 0", "--time-zone", "Europe/Berlin",
 			"--runtime", "torch-distributed", "--", "torchrun", "retrain.py")
 		Expect(code).To(Equal(0), "%s%s", out, errOut)
-		b.do(chromedp.Navigate(base+"/#/schedules"))
+		b.do(chromedp.Navigate(base + "/#/schedules"))
 		Eventually(func() bool {
 			b.do(chromedp.Reload())
 			return b.eval(fmt.Sprintf(`[...document.querySelectorAll("table.plain td")].some(td => td.textContent.includes(%q))`, sched))
-		}).WithTimeout(15 * time.Second).Should(BeTrue(), "the schedule is listed")
+		}).WithTimeout(15*time.Second).Should(BeTrue(), "the schedule is listed")
 		Expect(b.text("table.plain")).To(ContainSubstring("(Europe/Berlin)"), "its next run, in its time zone")
 		b.do(chromedp.Click(chromedp.CSS(`td.actions button`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
 			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)), chromedp.WaitVisible(chromedp.CSS(".job h1")))
