@@ -76,7 +76,7 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
           </thead>
           <tbody>
             {items.map((s) => [
-              <tr key={s.name}>
+              <tr key={s.name} data-schedule={s.name}>
                 <td>
                   <button type="button" class="quiet" aria-expanded={open === s.name} onClick={() => setOpen(open === s.name ? "" : s.name)}>
                     {s.name}
@@ -96,7 +96,7 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
                   ))}
                 </td>
                 <td class="actions">
-                  <button type="button" onClick={() => setAsk({ what: "trigger", name: s.name })}>
+                  <button type="button" data-action="trigger" onClick={() => setAsk({ what: "trigger", name: s.name })}>
                     Run now
                   </button>
                   <button type="button" onClick={() => setAsk({ what: s.spec?.suspend ? "resume" : "suspend", name: s.name })}>

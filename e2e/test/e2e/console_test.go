@@ -294,18 +294,18 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		out, errOut, code = kilnCLI("", "schedule", "create", sched, "--schedule", "0 2 * * 0", "--time-zone", "Europe/Berlin",
 			"--runtime", "torch-distributed", "--", "torchrun", "retrain.py")
 		Expect(code).To(Equal(0), "%s%s", out, errOut)
+		// The page lists the schedules again every 10 s; the API server's cache sees a new one a moment later.
+		schedRow := fmt.Sprintf(`tr[data-schedule=%q]`, sched)
 		b.do(chromedp.Navigate(base + "/#/schedules"))
-		Eventually(func() bool {
-			b.do(chromedp.Reload())
-			return b.eval(fmt.Sprintf(`[...document.querySelectorAll("table.plain td")].some(td => td.textContent.includes(%q))`, sched))
-		}).WithTimeout(15*time.Second).Should(BeTrue(), "the schedule is listed")
-		Expect(b.text("table.plain")).To(ContainSubstring("(Europe/Berlin)"), "its next run, in its time zone")
-		b.do(chromedp.Click(chromedp.CSS(`td.actions button`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
+		Eventually(func() bool { return b.eval(fmt.Sprintf(`!!document.querySelector(%q)`, schedRow)) }).
+			WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "the schedule is listed")
+		Expect(b.text(schedRow)).To(ContainSubstring("(Europe/Berlin)"), "its next run, in its time zone")
+		b.do(chromedp.Click(chromedp.CSS(schedRow+` button[data-action="trigger"]`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
 			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)), chromedp.WaitVisible(chromedp.CSS(".job h1")))
 		Expect(b.text(".job h1")).To(HavePrefix(sched + "-m"))
 		run := b.text(".job h1")
-		b.do(chromedp.Navigate(base+"/#/schedules"), chromedp.WaitVisible(chromedp.CSS(`button[aria-expanded]`)),
-			chromedp.Click(chromedp.CSS(`button[aria-expanded]`)), chromedp.WaitVisible(chromedp.CSS(`ul.runs`)))
+		b.do(chromedp.Navigate(base+"/#/schedules"), chromedp.WaitVisible(chromedp.CSS(schedRow+` button[aria-expanded]`)),
+			chromedp.Click(chromedp.CSS(schedRow+` button[aria-expanded]`)), chromedp.WaitVisible(chromedp.CSS(`ul.runs`)))
 		Expect(b.text("ul.runs")).To(ContainSubstring(run))
 
 		By("not showing another team's jobs")
