@@ -222,6 +222,19 @@ func (w *RuntimeWrapper) NumNodes(n int32) *RuntimeWrapper {
 	return w
 }
 
+// Volume adds a volume to the trainer's pods.
+func (w *RuntimeWrapper) Volume(v corev1.Volume) *RuntimeWrapper {
+	pod := &w.spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
+	pod.Volumes = append(pod.Volumes, v)
+	return w
+}
+
+// Command sets the trainer container's command.
+func (w *RuntimeWrapper) Command(cmd ...string) *RuntimeWrapper {
+	w.spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Command = cmd
+	return w
+}
+
 // Spec returns the runtime's spec.
 func (w *RuntimeWrapper) Spec() *trainer.TrainingRuntimeSpec { return w.spec.DeepCopy() }
 
