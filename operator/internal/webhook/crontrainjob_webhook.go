@@ -32,13 +32,20 @@ type CronValidator struct {
 }
 
 // ValidateCreate implements admission.Validator.
+// A new schedule is told what its runs will be told (a missing queue, a claim that does not
+// exist): they are created later, by the operator, where nobody reads a warning.
 func (v *CronValidator) ValidateCreate(ctx context.Context, cj *kiln.CronTrainJob) (admission.Warnings, error) {
-	return nil, v.validate(ctx, cj)
+	warnings, err := v.validate(ctx, cj)
+	for i, w := range warnings {
+		warnings[i] = "its runs: " + w
+	}
+	return warnings, err
 }
 
 // ValidateUpdate implements admission.Validator.
 func (v *CronValidator) ValidateUpdate(ctx context.Context, _, cj *kiln.CronTrainJob) (admission.Warnings, error) {
-	return nil, v.validate(ctx, cj)
+	_, err := v.validate(ctx, cj)
+	return nil, err
 }
 
 // ValidateDelete allows every deletion.
@@ -46,7 +53,7 @@ func (v *CronValidator) ValidateDelete(context.Context, *kiln.CronTrainJob) (adm
 	return nil, nil
 }
 
-func (v *CronValidator) validate(ctx context.Context, cj *kiln.CronTrainJob) error {
+func (v *CronValidator) validate(ctx context.Context, cj *kiln.CronTrainJob) (admission.Warnings, error) {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	tz := ptr.Deref(cj.Spec.TimeZone, "")
@@ -58,19 +65,20 @@ func (v *CronValidator) validate(ctx context.Context, cj *kiln.CronTrainJob) err
 	// A run as it will be created, at a time far enough ahead for its name to be as long as
 	// any run's in this century.
 	run := cj.NewRun(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
-	if _, err := v.jobs.ValidateCreate(ctx, run); err != nil {
+	warnings, err := v.jobs.ValidateCreate(ctx, run)
+	if err != nil {
 		var status apierrors.APIStatus
 		if !errors.As(err, &status) || status.Status().Details == nil {
-			return err
+			return nil, err
 		}
 		for _, c := range status.Status().Details.Causes {
 			errs = append(errs, templateError(cj, c.Field, c.Message))
 		}
 	}
 	if len(errs) == 0 {
-		return nil
+		return warnings, nil
 	}
-	return apierrors.NewInvalid(kiln.GroupVersion.WithKind(kiln.CronTrainJobKind).GroupKind(), cj.Name, errs)
+	return nil, apierrors.NewInvalid(kiln.GroupVersion.WithKind(kiln.CronTrainJobKind).GroupKind(), cj.Name, errs)
 }
 
 // templateError moves a run's field error to where the user wrote it: the run's name is

@@ -55,14 +55,14 @@ func validateSize(tj *trainer.TrainJob) field.ErrorList {
 // rendering must pass: it renders at all, and every name JobSet derives from the TrainJob's
 // (the JobSet and its Service, each Job, each pod and so each pod's hostname) fits in a DNS
 // label, as JobSet's webhook requires.
-func validateRendering(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) field.ErrorList {
+func validateRendering(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) (*render.Result, field.ErrorList) {
 	res, err := render.Render(tj, rt)
 	if err != nil {
 		path := field.NewPath("spec", "runtimeRef")
 		if strings.HasPrefix(err.Error(), "spec.runtimePatches") {
 			path = field.NewPath("spec", "runtimePatches")
 		}
-		return field.ErrorList{field.Invalid(path, tj.Spec.RuntimeRef.Name, fmt.Sprintf(
+		return nil, field.ErrorList{field.Invalid(path, tj.Spec.RuntimeRef.Name, fmt.Sprintf(
 			"this TrainJob cannot be rendered on runtime %q: %v", tj.Spec.RuntimeRef.Name, err))}
 	}
 	if cm := res.HostfileConfigMap; cm != nil {
@@ -75,13 +75,13 @@ func validateRendering(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) fi
 			if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
 				nodes = *t.NumNodes
 			}
-			return field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), nodes,
+			return nil, field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), nodes,
 				fmt.Sprintf("too many nodes for an MPI runtime: the hostfile listing them would take %d bytes, more than a ConfigMap holds (%d): use fewer nodes", size, maxConfigMapBytes))}
 		}
 	}
 	longest, suffix := longestDerivedName(res.JobSet)
 	if longest == "" || len(validation.IsDNS1035Label(longest)) == 0 {
-		return nil
+		return res, nil
 	}
 	name := field.NewPath("metadata", "name")
 	value := tj.Name
@@ -93,9 +93,9 @@ func validateRendering(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) fi
 	}
 	if msgs := validation.IsDNS1035Label(tj.Name); len(msgs) > 0 && len(tj.Name) <= validation.DNS1035LabelMaxLength {
 		// Not a length problem: the name itself is no DNS label (JobSet's Service is named after it).
-		return field.ErrorList{field.Invalid(name, value, strings.Join(msgs, "; ")+": the name of a TrainJob names its JobSet's Service, so it must be a DNS label (lower case letters, digits and '-', starting with a letter)")}
+		return nil, field.ErrorList{field.Invalid(name, value, strings.Join(msgs, "; ")+": the name of a TrainJob names its JobSet's Service, so it must be a DNS label (lower case letters, digits and '-', starting with a letter)")}
 	}
-	return field.ErrorList{field.Invalid(name, value, fmt.Sprintf(
+	return nil, field.ErrorList{field.Invalid(name, value, fmt.Sprintf(
 		"too long for runtime %q: its pods or Jobs would be named like %s (%d characters; names derived from a TrainJob's must fit in %d, and this runtime adds %d): %s",
 		tj.Spec.RuntimeRef.Name, longest, len(longest), validation.DNS1035LabelMaxLength, len(suffix), fix))}
 }

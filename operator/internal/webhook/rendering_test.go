@@ -63,7 +63,7 @@ func TestValidateRendering(t *testing.T) {
 			if tc.runtime == "mpi-distributed" {
 				rt = mpi
 			}
-			errs := validateRendering(tc.job, rt)
+			_, errs := validateRendering(tc.job, rt)
 			if diff := cmp.Diff(tc.wantPaths, fields(errs)); diff != "" {
 				t.Errorf("refused fields (-want +got):\n%s\n%v", diff, errs)
 			}

@@ -25,6 +25,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	"github.com/kiln-ml/kiln/api/suggest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/operator/internal/render"
 )
@@ -166,10 +167,14 @@ func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (a
 	if rt != nil {
 		errs = append(errs, validateAgainstRuntime(tj, rt)...)
 	}
+	var warnings admission.Warnings
 	if rt != nil && len(errs) == 0 {
-		errs = validateRendering(tj, rt)
+		var res *render.Result
+		if res, errs = validateRendering(tj, rt); res != nil && len(errs) == 0 {
+			warnings = v.advise(ctx, tj, res)
+		}
 	}
-	return nil, toInvalid(tj, errs)
+	return warnings, toInvalid(tj, errs)
 }
 
 // ValidateUpdate also keeps runtime patches from changing under running pods.
@@ -189,7 +194,7 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJo
 		if rt, rtErrs := v.runtime(ctx, tj); rt != nil {
 			errs = append(errs, validatePatches(tj, rt)...)
 			if len(errs) == 0 {
-				errs = validateRendering(tj, rt)
+				_, errs = validateRendering(tj, rt)
 			}
 		} else {
 			errs = append(errs, rtErrs...)
@@ -240,13 +245,36 @@ func (v *Validator) runtime(ctx context.Context, tj *trainer.TrainJob) (*trainer
 			where = " in namespace " + tj.Namespace
 		}
 		return nil, field.ErrorList{field.Invalid(ref.Child("name"), tj.Spec.RuntimeRef.Name, fmt.Sprintf(
-			"%s %q not found%s: create the runtime first, or name an existing one (kubectl get clustertrainingruntimes,trainingruntimes -A)",
-			kind, tj.Spec.RuntimeRef.Name, where))}
+			"%s %q not found%s%s: create the runtime first, or name an existing one (kubectl get clustertrainingruntimes,trainingruntimes -A)",
+			kind, tj.Spec.RuntimeRef.Name, where, suggest.DidYouMean(tj.Spec.RuntimeRef.Name, runtimeNames(ctx, v.client, kind, tj.Namespace))))}
 	}
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(ref, fmt.Errorf("reading the runtime: %w", err))}
 	}
 	return &spec, nil
+}
+
+// runtimeNames are the names of the runtimes of kind (in namespace, for TrainingRuntimes).
+func runtimeNames(ctx context.Context, r client.Reader, kind, namespace string) []string {
+	var names []string
+	if kind == trainer.ClusterTrainingRuntimeKind {
+		list := &trainer.ClusterTrainingRuntimeList{}
+		if err := r.List(ctx, list); err != nil {
+			return nil
+		}
+		for _, rt := range list.Items {
+			names = append(names, rt.Name)
+		}
+		return names
+	}
+	list := &trainer.TrainingRuntimeList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	for _, rt := range list.Items {
+		names = append(names, rt.Name)
+	}
+	return names
 }
 
 // getRuntime reads the spec of the runtime of kind that tj references, through r.

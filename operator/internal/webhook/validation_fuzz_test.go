@@ -37,7 +37,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 		errs := validateSize(tj)
 		errs = append(errs, validateAgainstRuntime(tj, rt.DeepCopy())...)
 		if len(errs) == 0 {
-			errs = validateRendering(tj, rt.DeepCopy())
+			_, errs = validateRendering(tj, rt.DeepCopy())
 		}
 		for _, e := range errs {
 			if e.Field == "" {
