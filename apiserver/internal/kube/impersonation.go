@@ -55,5 +55,9 @@ func (t impersonatingTransport) RoundTrip(req *http.Request) (*http.Response, er
 			req.Header.Add(h, v)
 		}
 	}
-	return t.base.RoundTrip(req)
+	resp, err := t.base.RoundTrip(req)
+	if err == nil {
+		recordWarnings(req, resp)
+	}
+	return resp, err
 }

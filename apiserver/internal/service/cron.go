@@ -75,9 +75,16 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 	if _, ok := m.GetSource().(*kilnv1.CreateCronTrainJobRequest_Manifest); ok {
 		path = field.NewPath("manifest", "spec", "trainJobTemplate", "spec", "runtimeRef", "name")
 	}
-	if errs := missingRuntime(ctx, s.kube, cj.Namespace, cj.Spec.TrainJobTemplate.Spec.RuntimeRef, path); len(errs) > 0 {
+	queue := field.NewPath("cron_train_job", "spec", "train_job", "spec", "queue")
+	if _, ok := m.GetSource().(*kilnv1.CreateCronTrainJobRequest_Manifest); ok {
+		queue = field.NewPath("manifest", "spec", "trainJobTemplate", "metadata", "labels").Key(trainer.KueueQueueNameLabel)
+	}
+	errs = append(missingRuntime(ctx, s.kube, cj.Namespace, cj.Spec.TrainJobTemplate.Spec.RuntimeRef, path),
+		missingQueue(ctx, s.kube, cj.Namespace, cj.Spec.TrainJobTemplate.Labels[trainer.KueueQueueNameLabel], queue)...)
+	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
+	ctx, warnings := kube.CollectWarnings(ctx)
 	what := fmt.Sprintf("creating CronTrainJob %s/%s", cj.Namespace, cj.Name)
 	var idem *idempotency
 	if m.GetRequestId() != "" {
@@ -96,7 +103,7 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 	if err != nil {
 		return nil, toConnect(what, err)
 	}
-	return connect.NewResponse(&kilnv1.CreateCronTrainJobResponse{CronTrainJob: s.view(cj), Manifest: manifest, Replayed: replayed}), nil
+	return connect.NewResponse(&kilnv1.CreateCronTrainJobResponse{CronTrainJob: s.view(cj), Manifest: manifest, Replayed: replayed, Warnings: warnings.List()}), nil
 }
 
 // cronTrainJobFrom decodes a create request into the CronTrainJob to create, or says which

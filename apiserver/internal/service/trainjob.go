@@ -55,9 +55,13 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if errs := missingRuntime(ctx, s.kube, tj.Namespace, tj.Spec.RuntimeRef, runtimePath(m)); len(errs) > 0 {
+	errs = append(missingRuntime(ctx, s.kube, tj.Namespace, tj.Spec.RuntimeRef, runtimePath(m)),
+		missingQueue(ctx, s.kube, tj.Namespace, tj.Labels[trainer.KueueQueueNameLabel], queuePath(m))...)
+	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
+	asked := tj.Labels[trainer.KueueQueueNameLabel]
+	ctx, warnings := kube.CollectWarnings(ctx)
 	what := fmt.Sprintf("creating TrainJob %s/%s", tj.Namespace, cmp.Or(tj.Name, tj.GenerateName+"*"))
 	idem, err := newIdempotency(m)
 	if err != nil {
@@ -74,10 +78,14 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if err != nil {
 		return nil, toConnect(what, err)
 	}
+	if !replayed {
+		warnings.Add(defaultQueueWarning(asked, tj.Labels[trainer.KueueQueueNameLabel]))
+	}
 	return connect.NewResponse(&kilnv1.CreateTrainJobResponse{
 		TrainJob: s.views.view(ctx, tj, viewOptions{}),
 		Manifest: manifest,
 		Replayed: replayed,
+		Warnings: warnings.List(),
 	}), nil
 }
 

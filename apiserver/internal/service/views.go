@@ -92,7 +92,11 @@ func (v *views) position(ctx context.Context, wl *view.Workload) *kilnv1.QueuePo
 			clusterQueueOf[lq.Namespace+"/"+lq.Name] = string(lq.Spec.ClusterQueue)
 		}
 	}
-	cq := clusterQueueOf[wl.Namespace+"/"+wl.LocalQueue]
+	cq, ok := clusterQueueOf[wl.Namespace+"/"+wl.LocalQueue]
+	if !ok && wl.ClusterQueue == "" {
+		// Kueue waits for the queue to be created: the job has no place in any queue yet.
+		return &kilnv1.QueuePosition{LocalQueue: wl.LocalQueue, Workload: wl.Name, LocalQueueMissing: true}
+	}
 	var pending []*view.Workload
 	if wl.Pending() {
 		all := kube.NewList(kube.WorkloadGVK)

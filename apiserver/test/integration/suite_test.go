@@ -94,6 +94,7 @@ var _ = BeforeSuite(func() {
 	bindCluster(ctx, "dana-user", "kiln-user", "team-d", "dana")
 	bindCluster(ctx, "dana-viewer", "kiln-cluster-viewer", "team-d", "dana")
 	applyYAML(ctx, testRuntime)
+	applyYAML(ctx, warningPolicy)
 
 	k, err := kube.NewClients(serverCfg, kube.Options{AuthzCacheTTL: time.Second})
 	Expect(err).NotTo(HaveOccurred())
@@ -208,3 +209,27 @@ metadata: {name: `+name+`, namespace: `+ns+`}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+role+`}
 subjects: [{kind: ServiceAccount, namespace: `+saNS+`, name: `+sa+`}]`)
 }
+
+// warningPolicy warns of every TrainJob created in team-a, as Kiln's webhook warns of a job
+// that cannot start: an admission warning the API server must hand to its caller.
+const warningPolicy = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: test-warn-trainjobs}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [trainer.kubeflow.org], apiVersions: ["*"], operations: [CREATE], resources: [trainjobs]}
+  validations:
+  - {expression: "false", message: "TrainJobs of this namespace are watched by a test policy"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: test-warn-trainjobs}
+spec:
+  policyName: test-warn-trainjobs
+  validationActions: [Warn]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: team-a}
+`

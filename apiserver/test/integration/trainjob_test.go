@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -229,6 +230,66 @@ spec: {runtimeRef: {name: nope, kind: TrainingRuntime}}
 				Expect(err.Error()).To(ContainSubstring("system:serviceaccount:team-a:alice"))
 			})
 
+			It("refuses a LocalQueue that does not exist, naming the ones that do", func(ctx SpecContext) {
+				teamQueue(ctx, "team-a", "team-queue")
+				job := newJob(name("no-queue"))
+				job.Spec.Queue = "team-qeue"
+				_, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("train_job.spec.queue"))
+				Expect(err.Error()).To(ContainSubstring(`LocalQueue "team-qeue" does not exist in namespace team-a (did you mean "team-queue"?), so the job would wait forever: name one of the namespace's`))
+
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_Manifest{Manifest: fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: %s, labels: {kueue.x-k8s.io/queue-name: gpu-queue}}
+spec: {runtimeRef: {name: torch-distributed}}
+`, name("no-queue"))},
+				}))
+				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
+				Expect(fieldViolations(err)).To(ConsistOf("manifest.metadata.labels[kueue.x-k8s.io/queue-name]"))
+				Expect(err.Error()).To(ContainSubstring(`LocalQueue "gpu-queue" does not exist in namespace team-a, so the job would wait forever`))
+				_, err = adminTrainJob(ctx, "team-a", name("no-queue"))
+				Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing was created")
+
+				// A runtime misspelt: the nearest one.
+				job = newJob(name("no-runtime"))
+				job.Spec.Runtime = "torch-distribted"
+				_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job},
+				}))
+				Expect(err.Error()).To(ContainSubstring(`ClusterTrainingRuntime "torch-distribted" not found in the cluster (did you mean "torch-distributed"?)`))
+			})
+
+			It("tells a job whose LocalQueue is gone that it waits for it, and gives it no place in line", func(ctx SpecContext) {
+				// Made by an admin, past the API server's refusal: the queue was deleted after.
+				tj := kilntesting.MakeTrainJob(name("ghost-queue"), "team-a").Queue("ghost").Command("torchrun").Obj()
+				Expect(admin.Create(ctx, tj)).To(Succeed())
+				pendingWorkload(ctx, "team-a", name("ghost-queue"), string(tj.UID), "ghost")
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("ghost-queue")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					q := res.Msg.GetTrainJob().GetStatus().GetQueue()
+					g.Expect(q.GetLocalQueueMissing()).To(BeTrue())
+					g.Expect(q.GetPositionInLocalQueue()).To(BeZero())
+				}).Should(Succeed())
+			})
+
+			It("hands Kubernetes' admission warnings to the caller", func(ctx SpecContext) {
+				res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("warned"))},
+				}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetWarnings()).To(ContainElement("TrainJobs of this namespace are watched by a test policy"))
+				res, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+					Namespace: "team-a", DryRun: true, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("warned-dry"))},
+				}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.Msg.GetWarnings()).To(ContainElement("TrainJobs of this namespace are watched by a test policy"), "a dry run is warned too")
+			})
+
 			It("validates on a dry run without storing anything", func(ctx SpecContext) {
 				res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
 					Namespace: "team-a", DryRun: true, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("dry"))},
@@ -379,6 +440,7 @@ spec: {runtimeRef: {name: nope, kind: TrainingRuntime}}
 				job := newJob(name("queued"))
 				job.Spec.Queue = "team-queue"
 				job.Spec.Suspend = true // as Kueue's webhook sets it
+				teamQueue(ctx, "team-a", "team-queue")
 				created := create(ctx, alice, "team-a", job)
 				wl := workload(ctx, "team-a", name("queued"), created.GetUid(), "team-queue")
 				Eventually(ctx, func(g Gomega) {
@@ -471,6 +533,13 @@ spec: {runtimeRef: {name: nope, kind: TrainingRuntime}}
 // quota in the ClusterQueue team-cq.
 func workload(ctx context.Context, ns, job, uid, queue string) *unstructured.Unstructured {
 	GinkgoHelper()
+	teamQueue(ctx, ns, queue)
+	return pendingWorkload(ctx, ns, job, uid, queue)
+}
+
+// teamQueue creates LocalQueue queue in ns, feeding the ClusterQueue team-cq of 8 GPUs.
+func teamQueue(ctx context.Context, ns, queue string) {
+	GinkgoHelper()
 	applyYAML(ctx, `apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-cq}
@@ -484,6 +553,12 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: `+queue+`, namespace: `+ns+`}
 spec: {clusterQueue: team-cq}`)
+}
+
+// pendingWorkload creates the Workload Kueue would create for a job queued in queue, whether
+// that queue exists or not.
+func pendingWorkload(ctx context.Context, ns, job, uid, queue string) *unstructured.Unstructured {
+	GinkgoHelper()
 	wl := &unstructured.Unstructured{}
 	wl.SetAPIVersion("kueue.x-k8s.io/v1beta2")
 	wl.SetKind("Workload")

@@ -630,8 +630,10 @@ type CreateCronTrainJobResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	CronTrainJob *CronTrainJob          `protobuf:"bytes,1,opt,name=cron_train_job,json=cronTrainJob,proto3" json:"cron_train_job,omitempty"`
 	// manifest is the CronTrainJob as Kubernetes stored it (or would, on a dry run), in YAML.
-	Manifest      string `protobuf:"bytes,2,opt,name=manifest,proto3" json:"manifest,omitempty"`
-	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Manifest string `protobuf:"bytes,2,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	Replayed bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// warnings say what may keep the schedule's runs from running (see CreateTrainJobResponse).
+	Warnings      []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -685,6 +687,13 @@ func (x *CreateCronTrainJobResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *CreateCronTrainJobResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type GetCronTrainJobRequest struct {
@@ -1477,11 +1486,12 @@ const file_kiln_v1_schedule_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestIdB\b\n" +
-	"\x06source\"\x91\x01\n" +
+	"\x06source\"\xad\x01\n" +
 	"\x1aCreateCronTrainJobResponse\x12;\n" +
 	"\x0ecron_train_job\x18\x01 \x01(\v2\x15.kiln.v1.CronTrainJobR\fcronTrainJob\x12\x1a\n" +
 	"\bmanifest\x18\x02 \x01(\tR\bmanifest\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"u\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"u\n" +
 	"\x16GetCronTrainJobRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +

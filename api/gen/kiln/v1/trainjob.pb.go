@@ -1085,10 +1085,13 @@ type QueuePosition struct {
 	PositionInLocalQueue   int32 `protobuf:"varint,3,opt,name=position_in_local_queue,json=positionInLocalQueue,proto3" json:"position_in_local_queue,omitempty"`
 	PositionInClusterQueue int32 `protobuf:"varint,4,opt,name=position_in_cluster_queue,json=positionInClusterQueue,proto3" json:"position_in_cluster_queue,omitempty"`
 	// workload is the Kueue Workload that represents the job.
-	Workload      string `protobuf:"bytes,5,opt,name=workload,proto3" json:"workload,omitempty"`
-	Admitted      bool   `protobuf:"varint,6,opt,name=admitted,proto3" json:"admitted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Workload string `protobuf:"bytes,5,opt,name=workload,proto3" json:"workload,omitempty"`
+	Admitted bool   `protobuf:"varint,6,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// local_queue_missing is true when no LocalQueue of that name exists in the job's namespace:
+	// the job waits until one is created, and has no position.
+	LocalQueueMissing bool `protobuf:"varint,7,opt,name=local_queue_missing,json=localQueueMissing,proto3" json:"local_queue_missing,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *QueuePosition) Reset() {
@@ -1159,6 +1162,13 @@ func (x *QueuePosition) GetWorkload() string {
 func (x *QueuePosition) GetAdmitted() bool {
 	if x != nil {
 		return x.Admitted
+	}
+	return false
+}
+
+func (x *QueuePosition) GetLocalQueueMissing() bool {
+	if x != nil {
+		return x.LocalQueueMissing
 	}
 	return false
 }
@@ -1721,7 +1731,12 @@ type CreateTrainJobResponse struct {
 	// manifest is the TrainJob as Kubernetes stored it (or would, on a dry run), in YAML.
 	Manifest string `protobuf:"bytes,2,opt,name=manifest,proto3" json:"manifest,omitempty"`
 	// replayed is true when an earlier request with the same request_id created the job.
-	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// warnings say what may keep the job from running though it was created: a claim or Secret
+	// its pods need that the namespace lacks, more than its queue can ever admit, no command,
+	// the queue Kueue chose for it. Kubernetes' admission warnings (kubectl prints the same)
+	// and the API server's own; clients show them.
+	Warnings      []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1775,6 +1790,13 @@ func (x *CreateTrainJobResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *CreateTrainJobResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type GetTrainJobRequest struct {
@@ -3736,7 +3758,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\vlast_reason\x18\x04 \x01(\tR\n" +
 	"lastReason\x12!\n" +
 	"\flast_message\x18\x05 \x01(\tR\vlastMessage\x12F\n" +
-	"\x11last_restart_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRestartTime\"\xff\x01\n" +
+	"\x11last_restart_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRestartTime\"\xaf\x02\n" +
 	"\rQueuePosition\x12\x1f\n" +
 	"\vlocal_queue\x18\x01 \x01(\tR\n" +
 	"localQueue\x12#\n" +
@@ -3744,7 +3766,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x17position_in_local_queue\x18\x03 \x01(\x05R\x14positionInLocalQueue\x129\n" +
 	"\x19position_in_cluster_queue\x18\x04 \x01(\x05R\x16positionInClusterQueue\x12\x1a\n" +
 	"\bworkload\x18\x05 \x01(\tR\bworkload\x12\x1a\n" +
-	"\badmitted\x18\x06 \x01(\bR\badmitted\"\xf7\x02\n" +
+	"\badmitted\x18\x06 \x01(\bR\badmitted\x12.\n" +
+	"\x13local_queue_missing\x18\a \x01(\bR\x11localQueueMissing\"\xf7\x02\n" +
 	"\x04Step\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0ereplicated_job\x18\x02 \x01(\tR\rreplicatedJob\x12\x14\n" +
@@ -3798,11 +3821,12 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestIdB\b\n" +
-	"\x06source\"\x80\x01\n" +
+	"\x06source\"\x9c\x01\n" +
 	"\x16CreateTrainJobResponse\x12.\n" +
 	"\ttrain_job\x18\x01 \x01(\v2\x11.kiln.v1.TrainJobR\btrainJob\x12\x1a\n" +
 	"\bmanifest\x18\x02 \x01(\tR\bmanifest\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"q\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"q\n" +
 	"\x12GetTrainJobRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
