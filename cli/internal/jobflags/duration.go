@@ -12,12 +12,17 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 )
 
-// seconds parses a duration flag (90s, 45m, 8h, 2d, or plain seconds) into whole seconds
+// seconds parses a duration flag (90s, 45m, 8h, 2d; a bare number only if 0) into whole seconds
 // from minimum to maximum, the range of the field it fills; unset says what leaving the flag
 // out does, for the message of a duration too long.
 func seconds(flag, v string, minimum, maximum int64, unset string) (*int64, error) {
 	if v == "" {
 		return nil, nil
+	}
+	// A bare number is a guess at the unit (seconds, to a computer; minutes or hours, to
+	// whoever wrote --deadline 90): only 0 means the same in every unit.
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n != 0 {
+		return nil, factory.Usagef("%s %s: a number needs a unit: did you mean %ss or %sm? (units: s, m, h, d)", flag, v, v, v)
 	}
 	d, err := ParseDuration(v)
 	if errors.Is(err, errTooLong) || (err == nil && int64(d/time.Second) > maximum) {

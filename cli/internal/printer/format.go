@@ -24,12 +24,17 @@ func writeJSON(w io.Writer, m proto.Message) error {
 		return err
 	}
 	// protojson varies its whitespace on purpose; normalise it.
+	return writeIndentedJSON(w, data)
+}
+
+// writeIndentedJSON writes JSON data indented by two spaces, with a newline.
+func writeIndentedJSON(w io.Writer, data []byte) error {
 	var out bytes.Buffer
 	if err := json.Indent(&out, compact(data), "", "  "); err != nil {
 		return err
 	}
 	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
+	_, err := w.Write(out.Bytes())
 	return err
 }
 

@@ -12,7 +12,8 @@ import (
 )
 
 // Table prints rows: on a terminal as aligned columns under a header, the widest
-// column truncated to fit; in a pipe as tab-separated lines without header or truncation,
+// column truncated to fit, but never a name (NAME, NAMESPACE, STEP...: what people copy
+// into the next command); in a pipe as tab-separated lines without header or truncation,
 // so scripts can cut and awk them.
 type Table struct {
 	io      *iostreams.IOStreams
@@ -112,8 +113,12 @@ func (t *Table) Render(w io.Writer) error {
 
 const gap = 3
 
+// names are the headers of columns that are never truncated: a cut name cannot be copied.
+var names = map[string]bool{"NAME": true, "NAMESPACE": true, "STEP": true, "CURRENT": true, "OBJECT": true}
+
 // fit shrinks the widest columns until the table fits width (never below 8, nor below its
 // header, which is never truncated: a header wider than its column would run into the next).
+// Name columns keep their width: when only they are left, the table runs past width.
 func fit(widths []int, header []string, width int) {
 	for {
 		total := 0
@@ -125,7 +130,7 @@ func fit(widths []int, header []string, width int) {
 		}
 		widest := -1
 		for i, w := range widths {
-			if w > floor(header[i]) && (widest < 0 || w > widths[widest]) {
+			if !names[header[i]] && w > floor(header[i]) && (widest < 0 || w > widths[widest]) {
 				widest = i
 			}
 		}

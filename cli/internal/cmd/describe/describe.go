@@ -136,6 +136,9 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 		if q.GetClusterQueue() != "" {
 			queue += " (ClusterQueue " + q.GetClusterQueue() + ")"
 		}
+		if q.GetLocalQueueMissing() {
+			queue += " (no such LocalQueue in this namespace: the job waits until an admin creates it; `kiln queues list` shows the queues there)"
+		}
 		if q.GetPositionInLocalQueue() > 0 {
 			queue += fmt.Sprintf(", #%d in this queue, #%d in its ClusterQueue", q.GetPositionInLocalQueue(), q.GetPositionInClusterQueue())
 		}

@@ -71,17 +71,32 @@ func fixture(t *testing.T) *kilntest.Server {
 
 func TestList(t *testing.T) {
 	for name, tc := range map[string]struct {
-		opts Options
-		tty  bool
+		opts      Options
+		tty       bool
+		width     int
+		generated bool
 	}{
 		"tty":                {tty: true},
 		"pipe":               {},
 		"all-namespaces-tty": {tty: true, opts: Options{AllNamespaces: true}},
 		"wide-pipe":          {opts: Options{Output: "wide"}},
 		"json":               {opts: Options{Output: "json", States: []string{"queued"}}},
+		// Names are never cut, whatever the width: other columns shrink for them.
+		"wide-tty-140": {tty: true, width: 140, generated: true, opts: Options{Output: "wide"}},
+		"tty-80":       {tty: true, width: 80, generated: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, io := fixture(t).Factory(tc.tty)
+			s := fixture(t)
+			if tc.generated {
+				// Names as the server generates them for kiln submit without --name.
+				for _, n := range []string{"torch-distributed-spot-x7k2p", "deepspeed-distributed-q9w4z"} {
+					s.Put(kilntest.Job("team", n, kilnv1.State_STATE_RUNNING))
+				}
+			}
+			f, io := s.Factory(tc.tty)
+			if tc.width > 0 {
+				io.SetWidth(tc.width)
+			}
 			tc.opts.Factory = f
 			if err := run(t.Context(), &tc.opts); err != nil {
 				t.Fatal(err)

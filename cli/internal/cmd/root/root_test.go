@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/kilntest"
@@ -106,4 +109,33 @@ func TestPluginName(t *testing.T) {
 	if out := io.Out.(*bytes.Buffer).String(); !strings.Contains(out, "kubectl kiln [command]") {
 		t.Errorf("help of the plugin does not say `kubectl kiln`:\n%s", out)
 	}
+}
+
+// A word in backquotes in a flag's help becomes the flag's argument name in every help
+// text (pflag's UnquoteUsage: "--runtime kiln runtimes list"): no flag of any command may
+// have one, so each argument is named by its type.
+func TestFlagHelpNamesNoArgumentByAccident(t *testing.T) {
+	f, _ := kilntest.Start(t).Factory(false)
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+			if strings.Contains(fl.Usage, "`") {
+				name, _ := pflag.UnquoteUsage(fl)
+				t.Errorf("%s --%s: its help %q names its argument %q: write the command without backquotes", cmd.CommandPath(), fl.Name, fl.Usage, name)
+			}
+		})
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(f, "kiln"))
+}
+
+// kiln submit --help as a user reads it: every flag's argument named by its type.
+func TestSubmitHelp(t *testing.T) {
+	out, _, err := kiln(t, kilntest.Start(t), "submit", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kilntest.Golden(t, "submit-help", out)
 }

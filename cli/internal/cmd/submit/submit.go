@@ -114,9 +114,9 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	io, job := o.Factory.IO, res.Msg.GetTrainJob()
+	printer.Warnings(io, res.Msg.GetWarnings())
 	if o.Job.DryRun {
-		_, err := fmt.Fprint(io.Out, res.Msg.GetManifest())
-		return err
+		return printer.DryRun(io.Out, format, res.Msg.GetManifest(), job.GetName())
 	}
 	printed, err := format.Print(io.Out, job)
 	if !printed {

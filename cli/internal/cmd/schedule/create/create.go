@@ -96,9 +96,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	io, cj := o.Factory.IO, res.Msg.GetCronTrainJob()
+	printer.Warnings(io, res.Msg.GetWarnings())
 	if o.Job.DryRun {
-		_, err = fmt.Fprint(io.Out, res.Msg.GetManifest())
-		return err
+		return printer.DryRun(io.Out, format, res.Msg.GetManifest(), cj.GetName())
 	}
 	if printed, err := format.Print(io.Out, cj); printed {
 		return err
