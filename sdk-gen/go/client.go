@@ -20,6 +20,7 @@ package kiln
 import (
 	"fmt"
 	"net/http"
+	"os"
 
 	"connectrpc.com/connect"
 
@@ -46,6 +47,10 @@ type Options struct {
 	// ClientOptions are added to the Connect clients', e.g. interceptors (tracing, a user
 	// agent) or connect.WithHTTPGet(); the kiln CLI passes its own here.
 	ClientOptions []connect.ClientOption
+	// WarningHandler receives each warning the server gives with a job or schedule it created:
+	// what may keep it from running (a missing claim, more than its queue admits, no command).
+	// Default: printed to standard error as "Warning: ...", as kubectl prints Kubernetes'.
+	WarningHandler func(warning string)
 }
 
 // Client calls one Kiln API server.
@@ -60,7 +65,23 @@ type Client struct {
 	Namespace string
 	// ServerURL is the API server's URL.
 	ServerURL string
+	// warn is Options.WarningHandler, or its default.
+	warn func(string)
 }
+
+// warnAll hands each warning to the client's warning handler.
+func (c *Client) warnAll(warnings []string) {
+	warn := c.warn
+	if warn == nil { // a Client built without New
+		warn = stderrWarning
+	}
+	for _, w := range warnings {
+		warn(w)
+	}
+}
+
+// stderrWarning is the default WarningHandler.
+func stderrWarning(w string) { fmt.Fprintf(os.Stderr, "Warning: %s\n", w) }
 
 // New returns a client of the API server that opts and the Kiln configuration name.
 func New(opts Options) (*Client, error) {
@@ -75,6 +96,10 @@ func New(opts Options) (*Client, error) {
 		}
 	}
 	copts := append([]connect.ClientOption{connect.WithSendGzip()}, opts.ClientOptions...)
+	warn := opts.WarningHandler
+	if warn == nil {
+		warn = stderrWarning
+	}
 	ns := ctx.Namespace
 	if ns == "" {
 		ns = "default"
@@ -87,6 +112,7 @@ func New(opts Options) (*Client, error) {
 		Schedules: kilnv1connect.NewCronTrainJobServiceClient(hc, ctx.Server, copts...),
 		Namespace: ns,
 		ServerURL: ctx.Server,
+		warn:      warn,
 	}, nil
 }
 

@@ -199,6 +199,7 @@ func (c *Client) Train(ctx context.Context, o TrainOptions) (string, error) {
 	if err != nil {
 		return "", wrap(err)
 	}
+	c.warnAll(res.Msg.GetWarnings())
 	return res.Msg.GetTrainJob().GetName(), nil
 }
 

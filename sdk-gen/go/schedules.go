@@ -138,6 +138,7 @@ func (c *Client) CreateSchedule(ctx context.Context, o ScheduleOptions) (*Schedu
 	if err != nil {
 		return nil, wrap(err)
 	}
+	c.warnAll(res.Msg.GetWarnings())
 	return scheduleOf(res.Msg.GetCronTrainJob()), nil
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Union
@@ -473,6 +474,7 @@ class TrainerClient:
         # The request id makes CreateTrainJob safe to retry: the transport retries it while
         # the server is unreachable, as it does the read-only calls.
         resp = self._transport.unary(self.jobs.SERVICE, "CreateTrainJob", req, pb.CreateTrainJobResponse, idempotent=True)
+        _warn(resp.warnings)
         return resp.train_job.name if resp.train_job else ""
 
     # -- read -----------------------------------------------------------------------------
@@ -730,6 +732,7 @@ class TrainerClient:
         )
         # As for CreateTrainJob, the request id makes the call safe to retry.
         resp = self._transport.unary(self.schedules.SERVICE, "CreateCronTrainJob", req, pb.CreateCronTrainJobResponse, idempotent=True)
+        _warn(resp.warnings)
         return Schedule.from_proto(resp.cron_train_job or pb.CronTrainJob())
 
     def list_schedules(
@@ -916,3 +919,10 @@ def _quantity(resource: str, v: Union[str, int, float]) -> str:
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         raise ValueError(f"trainer.resources_per_node[{resource!r}]: want a quantity such as 4, '500m' or '16Gi', got {v!r}")
     return str(v)
+
+
+def _warn(texts: Sequence[str]) -> None:
+    """Warns of what the server warned of, as the caller's warning (stacklevel 3: the line that
+    called train or create_schedule)."""
+    for text in texts:
+        warnings.warn(text, errors.KilnWarning, stacklevel=3)

@@ -38,6 +38,7 @@ __all__ = [
     "DataLossError",
     "UnauthenticatedError",
     "JobFailedError",
+    "KilnWarning",
     "error_from_wire",
     "error_from_http_status",
 ]
@@ -145,6 +146,13 @@ class JobFailedError(RuntimeError):
     def __init__(self, job: Any) -> None:
         self.job = job
         super().__init__(f"TrainJob {job.namespace}/{job.name} failed ({job.reason}): {job.message}")
+
+
+class KilnWarning(UserWarning):
+    """What the server warned of when it created a job or schedule: something that may keep it
+    from running (a claim its pods need that the namespace lacks, more than its queue can ever
+    admit, no command, the queue Kueue chose). Raised with :func:`warnings.warn`, so Python
+    prints it once; ``warnings.simplefilter("error", kiln.KilnWarning)`` makes it an error."""
 
 
 _BY_CODE: Dict[str, Type[KilnError]] = {

@@ -78,6 +78,20 @@ class ClientWireTest(unittest.TestCase):
         self.assertEqual(len(ids), 1)
         self.assertEqual(len(next(iter(ids))), 32)
 
+    def test_train_warns_of_what_the_server_warned(self) -> None:
+        # The server's warnings (a claim the namespace lacks, more than the queue admits) reach
+        # the caller as KilnWarning, pointing at the line that called train.
+        with Replay("create-ok") as srv:
+            ex = srv.exchanges[0]
+            body = json.loads(base64.b64decode(ex["response"]["bodyBase64"]))
+            body["warnings"] = ['PersistentVolumeClaim "kiln-checkpoints" does not exist in namespace default']
+            ex["response"]["bodyBase64"] = base64.b64encode(json.dumps(body).encode()).decode()
+            with self.assertWarns(kiln.KilnWarning) as caught:
+                name = client(srv.url).train(runtime="torch-distributed", name="wire-rec")
+        self.assertEqual(name, "wire-rec")
+        self.assertIn("kiln-checkpoints", str(caught.warning))
+        self.assertEqual(caught.filename, __file__)
+
     def test_get_job(self) -> None:
         with Replay("get-complete") as srv:
             job = client(srv.url).get_job("wire-rec")

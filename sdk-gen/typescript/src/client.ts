@@ -430,6 +430,12 @@ export interface ClientOptions {
   configFile?: string;
   /** A transport to use instead (tests, browsers); the options above are then ignored. */
   transport?: Transport;
+  /**
+   * Receives each warning the server gives with a job or schedule it created: what may keep
+   * it from running (a missing claim, more than its queue admits, no command). Default:
+   * console.warn("Warning: ..."), as kubectl prints Kubernetes' warnings.
+   */
+  onWarning?: (warning: string) => void;
 }
 
 /**
@@ -445,9 +451,11 @@ export class TrainerClient {
   readonly queues: Client<typeof QueueService>;
   readonly info: Client<typeof ServerService>;
   readonly schedules: Client<typeof CronTrainJobService>;
+  private readonly onWarning: (warning: string) => void;
 
   constructor(opts: ClientOptions = {}) {
     const c = (connector ?? transportOnly)(opts);
+    this.onWarning = opts.onWarning ?? ((w: string) => console.warn(`Warning: ${w}`));
     this.namespace = c.namespace || "default";
     this.server = c.server;
     const transport = c.transport;
@@ -479,6 +487,7 @@ export class TrainerClient {
         },
       }),
     );
+    res.warnings.forEach((w) => this.onWarning(w));
     return res.trainJob?.name ?? "";
   }
 
@@ -708,6 +717,7 @@ export class TrainerClient {
         },
       }),
     );
+    res.warnings.forEach((w) => this.onWarning(w));
     return scheduleOf(res.cronTrainJob!);
   }
 

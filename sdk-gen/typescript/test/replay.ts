@@ -26,8 +26,9 @@ export class Replay {
   private server: Server;
   private exchanges: Exchange[];
 
-  constructor(names: string[], loseFirst = false) {
-    this.exchanges = names.map(load);
+  /** names are recorded exchanges' names, or exchanges changed by the test. */
+  constructor(names: (string | Exchange)[], loseFirst = false) {
+    this.exchanges = names.map((n) => (typeof n === "string" ? load(n) : n));
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));

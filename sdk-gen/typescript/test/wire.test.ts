@@ -8,12 +8,17 @@ import { join } from "node:path";
 
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, TrainerClient, UnavailableError } from "../src/index.js";
 import { parse, resolve, ConfigError } from "../src/config.js";
-import { Replay, load } from "./replay.js";
+import { Replay, load, type Exchange } from "./replay.js";
 
-async function withReplay<T>(names: string[], f: (c: TrainerClient, r: Replay) => Promise<T>, loseFirst = false): Promise<T> {
+async function withReplay<T>(
+  names: (string | Exchange)[],
+  f: (c: TrainerClient, r: Replay) => Promise<T>,
+  loseFirst = false,
+  onWarning?: (w: string) => void,
+): Promise<T> {
   const r = await new Replay(names, loseFirst).start();
   try {
-    return await f(new TrainerClient({ server: r.url, token: "t0ken", namespace: "default", configFile: "/nonexistent/kiln.yaml" }), r);
+    return await f(new TrainerClient({ server: r.url, token: "t0ken", namespace: "default", configFile: "/nonexistent/kiln.yaml", onWarning }), r);
   } finally {
     await r.close();
   }
@@ -50,6 +55,16 @@ test("train retries a lost answer with the same request id", async () => {
     },
     true,
   );
+});
+
+test("train hands the server's warnings to onWarning", async () => {
+  const ex = load("create-ok");
+  const body = JSON.parse(Buffer.from(ex.response.bodyBase64, "base64").toString());
+  body.warnings = ['PersistentVolumeClaim "kiln-checkpoints" does not exist in namespace default'];
+  ex.response.bodyBase64 = Buffer.from(JSON.stringify(body)).toString("base64");
+  const warned: string[] = [];
+  await withReplay([ex], async (c) => assert.equal(await c.train({ runtime: "torch-distributed", name: "wire-rec" }), "wire-rec"), false, (w) => warned.push(w));
+  assert.deepEqual(warned, body.warnings);
 });
 
 test("getJob", async () => {

@@ -395,6 +395,8 @@ class CreateCronTrainJobResponse(Message):
     #: manifest is the CronTrainJob as Kubernetes stored it (or would, on a dry run), in YAML.
     manifest: str = ""
     replayed: bool = False
+    #: warnings say what may keep the schedule's runs from running (see CreateTrainJobResponse).
+    warnings: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -706,6 +708,9 @@ class QueuePosition(Message):
     #: workload is the Kueue Workload that represents the job.
     workload: str = ""
     admitted: bool = False
+    #: local_queue_missing is true when no LocalQueue of that name exists in the job's namespace:
+    #: the job waits until one is created, and has no position.
+    local_queue_missing: bool = False
 
 
 @dataclass
@@ -802,6 +807,11 @@ class CreateTrainJobResponse(Message):
     manifest: str = ""
     #: replayed is true when an earlier request with the same request_id created the job.
     replayed: bool = False
+    #: warnings say what may keep the job from running though it was created: a claim or Secret
+    #: its pods need that the namespace lacks, more than its queue can ever admit, no command,
+    #: the queue Kueue chose for it. Kubernetes' admission warnings (kubectl prints the same)
+    #: and the API server's own; clients show them.
+    warnings: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -1229,6 +1239,7 @@ CreateCronTrainJobResponse._fields = (
     Field("cron_train_job", "cronTrainJob", Kind.MESSAGE, ref=CronTrainJob),
     Field("manifest", "manifest", Kind.STRING),
     Field("replayed", "replayed", Kind.BOOL),
+    Field("warnings", "warnings", Kind.STRING, repeated=True),
 )
 GetCronTrainJobRequest._fields = (
     Field("namespace", "namespace", Kind.STRING),
@@ -1379,6 +1390,7 @@ QueuePosition._fields = (
     Field("position_in_cluster_queue", "positionInClusterQueue", Kind.INT32),
     Field("workload", "workload", Kind.STRING),
     Field("admitted", "admitted", Kind.BOOL),
+    Field("local_queue_missing", "localQueueMissing", Kind.BOOL),
 )
 Step._fields = (
     Field("name", "name", Kind.STRING),
@@ -1432,6 +1444,7 @@ CreateTrainJobResponse._fields = (
     Field("train_job", "trainJob", Kind.MESSAGE, ref=TrainJob),
     Field("manifest", "manifest", Kind.STRING),
     Field("replayed", "replayed", Kind.BOOL),
+    Field("warnings", "warnings", Kind.STRING, repeated=True),
 )
 GetTrainJobRequest._fields = (
     Field("namespace", "namespace", Kind.STRING),
