@@ -56,9 +56,16 @@ func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *
 			rel.Position = v.position(ctx, rel.Workload)
 		}
 	}
-	if o.steps {
+	// A job that has started but none of whose pods is ready: its pods say what they wait for.
+	state, reason, _ := view.State(tj, rel.Workload)
+	starting := state == kilnv1.State_STATE_RUNNING && reason == view.ReasonStarting
+	if o.steps || starting {
 		if ok, _, err := v.kube.Authorizer.Allowed(ctx, kube.Attributes{Verb: "list", Resource: "pods", Namespace: tj.Namespace}); err == nil && ok {
-			rel.Pods = v.pods(ctx, tj)
+			if o.steps {
+				rel.Pods = v.pods(ctx, tj)
+			} else {
+				rel.StartingPods = v.pods(ctx, tj)
+			}
 		}
 	}
 	return view.TrainJob(tj, rel)

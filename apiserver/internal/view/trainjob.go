@@ -28,6 +28,9 @@ type Related struct {
 	RunPolicy *trainer.RunPolicy
 	// Pods are its JobSet's pods; nil leaves the steps out.
 	Pods []corev1.Pod
+	// StartingPods are its JobSet's pods while it starts (nil: not read), to say what they
+	// wait for (Blocked) without listing them as steps.
+	StartingPods []corev1.Pod
 }
 
 // TrainJob is the API's view of a TrainJob.
@@ -126,6 +129,11 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 		Queue:          rel.Position,
 	}
 	st.State, st.Reason, st.Message = State(tj, rel.Workload)
+	if st.State == kilnv1.State_STATE_RUNNING && st.Reason == ReasonStarting {
+		if reason, msg := Blocked(cmpOr(rel.Pods, rel.StartingPods)); reason != "" {
+			st.Reason, st.Message = reason, msg
+		}
+	}
 	policy := trainer.ResolveRunPolicy(&tj.Spec, rel.RunPolicy)
 	st.ActiveDeadlineSeconds, st.TtlSecondsAfterFinished = policy.ActiveDeadlineSeconds, policy.TTLSecondsAfterFinished
 	if st.State == kilnv1.State_STATE_RUNNING && tj.Status.StartTime != nil && policy.ActiveDeadlineSeconds != nil {
@@ -174,4 +182,12 @@ func timestamp(t *metav1.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t.Time)
+}
+
+// cmpOr is the first of a and b that is not nil.
+func cmpOr(a, b []corev1.Pod) []corev1.Pod {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -98,7 +98,7 @@ func progressLine(io *iostreams.IOStreams, j *kilnv1.TrainJob, bar bool, width i
 		text string
 		rank int
 	}
-	parts := []part{{j.GetName(), 0}, {printer.StateName(st.GetState()), 0}}
+	parts := []part{{j.GetName(), 0}, {printer.JobState(st), 0}}
 	if pr.Percent != nil {
 		if bar {
 			parts = append(parts, part{printer.Bar(pr.GetPercent(), barWidth), 4})
@@ -145,7 +145,7 @@ func progressLine(io *iostreams.IOStreams, j *kilnv1.TrainJob, bar bool, width i
 func Summary(io *iostreams.IOStreams, j *kilnv1.TrainJob, now time.Time) string {
 	st := j.GetStatus()
 	var b strings.Builder
-	b.WriteString(j.GetName() + ": " + printer.StateColor(io, st.GetState())(printer.StateName(st.GetState())))
+	b.WriteString(j.GetName() + ": " + printer.StateColor(io, st.GetState())(printer.JobState(st)))
 	if st.GetReason() != "" {
 		b.WriteString(" (" + st.GetReason() + ")")
 	}

@@ -69,6 +69,16 @@ func StateName(s kilnv1.State) string {
 	return name[:1] + strings.ToLower(name[1:])
 }
 
+// JobState is a job's state as the tables show it: Starting for a running job whose pods
+// wait for something that does not come by itself (a reason WaitingFor...: a claim, an
+// image, a Secret, a node), never plainly Running.
+func JobState(st *kilnv1.TrainJobStatus) string {
+	if st.GetState() == kilnv1.State_STATE_RUNNING && strings.HasPrefix(st.GetReason(), "WaitingFor") {
+		return "Starting"
+	}
+	return StateName(st.GetState())
+}
+
 // ParseState reads a state name (any case, with or without STATE_).
 func ParseState(s string) (kilnv1.State, error) {
 	want := "STATE_" + strings.ToUpper(strings.TrimPrefix(strings.ToUpper(s), "STATE_"))

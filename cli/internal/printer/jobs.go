@@ -24,7 +24,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 	t := NewTable(io, header...)
 	for _, j := range js {
 		st := j.GetStatus()
-		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), Dash(j.GetSpec().GetQueue()), StateName(st.GetState()), nodes(j), Age(now, j.GetCreateTime().AsTime()),
+		cells := []string{j.GetName(), j.GetSpec().GetRuntime(), Dash(j.GetSpec().GetQueue()), JobState(st), nodes(j), Age(now, j.GetCreateTime().AsTime()),
 			ProgressCell(st.GetProgress()), ETACell(j)}
 		colors := make([]func(string) string, len(cells))
 		colors[3] = StateColor(io, st.GetState())

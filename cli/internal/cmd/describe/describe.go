@@ -125,7 +125,7 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 	}
 	d.WriteString("\n")
 
-	state := printer.StateColor(io, st.GetState())(printer.StateName(st.GetState()))
+	state := printer.StateColor(io, st.GetState())(printer.JobState(st))
 	if st.GetReason() != "" {
 		state += " (" + st.GetReason() + ")"
 	}
