@@ -29,7 +29,7 @@ func runSDKTests(dir string, name string, args ...string) string {
 var _ = Describe("SDKs against the API server", func() {
 	It("Python: submit, wait, logs, events, deadline, TTL, suspend/resume in a queue, denied, invalid, retried", Label(chartMode), func() {
 		out := runSDKTests("python", "python3", "-m", "unittest", "-v", "tests.test_live")
-		Expect(out).To(MatchRegexp(`Ran 9 tests in .*\n\nOK`))
+		Expect(out).To(MatchRegexp(`Ran 10 tests in .*\n\nOK`))
 		Expect(out).NotTo(ContainSubstring("skipped"))
 	})
 

@@ -19,6 +19,7 @@ API are in :mod:`kiln.v1`; every error is a :class:`kiln.KilnError`.
 """
 
 from kiln.client import (
+    DEFAULT_RUNTIME,
     STATUSES,
     Checkpoint,
     CustomTrainerContainer,
@@ -28,6 +29,8 @@ from kiln.client import (
     Progress,
     Queue,
     Runtime,
+    RuntimeRef,
+    RuntimeTrainer,
     Schedule,
     Step,
     TrainerClient,
@@ -40,6 +43,7 @@ from kiln.errors import __all__ as _errors
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_RUNTIME",
     "STATUSES",
     "Checkpoint",
     "ConfigError",
@@ -50,6 +54,8 @@ __all__ = [
     "Progress",
     "Queue",
     "Runtime",
+    "RuntimeRef",
+    "RuntimeTrainer",
     "Schedule",
     "Step",
     "TrainerClient",

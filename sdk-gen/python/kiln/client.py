@@ -29,13 +29,19 @@ __all__ = [
     "Step",
     "Schedule",
     "Runtime",
+    "RuntimeTrainer",
+    "RuntimeRef",
     "Queue",
     "Event",
     "Progress",
     "Checkpoint",
     "MetricPoint",
     "STATUSES",
+    "DEFAULT_RUNTIME",
 ]
+
+#: The runtime a job runs on when train() names none, as in the Kubeflow SDK.
+DEFAULT_RUNTIME = "torch-distributed"
 
 #: The statuses a job reports, in the Kubeflow SDK's words (Queued and Suspended are Kiln's:
 #: a job waiting in Kueue is Queued, not Created).
@@ -86,10 +92,27 @@ class CustomTrainerContainer:
 @dataclass
 class Initializer:
     """What the runtime's initializers download before training: a dataset and a model URI,
-    e.g. ``hf://tatsu-lab/alpaca``."""
+    e.g. ``hf://tatsu-lab/alpaca``, or objects with a ``storage_uri`` (the Kubeflow SDK's
+    ``HuggingFaceDatasetInitializer(storage_uri=...)`` and the like)."""
 
-    dataset: Optional[str] = None
-    model: Optional[str] = None
+    dataset: Optional[Union[str, "_HasStorageURI"]] = None
+    model: Optional[Union[str, "_HasStorageURI"]] = None
+
+
+class _HasStorageURI:
+    storage_uri: str
+
+
+def _uri(what: str, v: object) -> str:
+    """An initializer's URI: a string, or the ``storage_uri`` of an initializer object."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    uri = getattr(v, "storage_uri", None)
+    if not isinstance(uri, str):
+        raise TypeError(f"initializer.{what}: want a URI string or an object with storage_uri, got {type(v).__name__}")
+    return uri
 
 
 @dataclass
@@ -105,6 +128,35 @@ class Step:
     exit_code: Optional[int] = None
     reason: str = ""
     message: str = ""
+
+    # The Kubeflow SDK's names for the same facts.
+    @property
+    def pod_name(self) -> str:
+        """The pod's name (Kubeflow SDK's name for :attr:`pod`)."""
+        return self.pod
+
+    @property
+    def device(self) -> str:
+        """The kind of device the step runs on, as the Kubeflow SDK says it: ``gpu``, ``tpu``
+        (from the device resource's name) or ``cpu``."""
+        for resource in sorted(self.devices):
+            short = resource.rsplit("/", 1)[-1]
+            return "gpu" if "gpu" in short else ("tpu" if "tpu" in short else short)
+        return "cpu"
+
+    @property
+    def device_count(self) -> str:
+        """How many devices the step has, as a string (the Kubeflow SDK's), ``Unknown`` for none."""
+        return str(sum(self.devices.values())) if self.devices else "Unknown"
+
+
+class RuntimeRef(str):
+    """A job's runtime: its name, a string as ever, with the Kubeflow SDK's ``.name`` (there a
+    job's runtime is a Runtime object), so ``job.runtime.name`` works in code written for it."""
+
+    @property
+    def name(self) -> str:
+        return str(self)
 
 
 @dataclass
@@ -171,7 +223,8 @@ class TrainJob:
 
     name: str
     namespace: str
-    runtime: str
+    #: the runtime's name (a str with ``.name``, as the Kubeflow SDK's Runtime has).
+    runtime: RuntimeRef
     status: str
     reason: str
     message: str
@@ -209,7 +262,7 @@ class TrainJob:
         return cls(
             name=j.name,
             namespace=j.namespace,
-            runtime=spec.runtime,
+            runtime=RuntimeRef(spec.runtime),
             status=_STATUS_OF.get(st.state, "Created"),
             reason=st.reason,
             message=st.message,
@@ -326,6 +379,14 @@ class Runtime:
     ttl_seconds_after_finished: Optional[int] = None
     raw: Optional[pb.Runtime] = field(default=None, repr=False)
 
+    @property
+    def trainer(self) -> "RuntimeTrainer":
+        """The runtime's trainer as the Kubeflow SDK describes it (``runtime.trainer.framework``,
+        ``.num_nodes``, ``.device``, ``.device_count``)."""
+        devices = {d.resource: d.count for d in (self.raw.devices_per_node if self.raw else [])}
+        step = Step(name="node-0", status="", devices=devices)
+        return RuntimeTrainer(framework=self.framework, image=self.image, num_nodes=self.num_nodes, device=step.device, device_count=step.device_count)
+
     @classmethod
     def from_proto(cls, r: pb.Runtime) -> "Runtime":
         rp = r.run_policy or pb.RunPolicy()
@@ -342,6 +403,17 @@ class Runtime:
             ttl_seconds_after_finished=rp.ttl_seconds_after_finished,
             raw=r,
         )
+
+
+@dataclass
+class RuntimeTrainer:
+    """A runtime's trainer, in the Kubeflow SDK's shape (:attr:`Runtime.trainer`)."""
+
+    framework: str
+    image: str
+    num_nodes: int
+    device: str
+    device_count: str
 
 
 @dataclass
@@ -429,8 +501,9 @@ class TrainerClient:
     def train(
         self,
         runtime: Union[str, Runtime, None] = None,
-        trainer: Optional[CustomTrainerContainer] = None,
         initializer: Optional[Initializer] = None,
+        trainer: Optional[CustomTrainerContainer] = None,
+        options: Optional[Sequence[object]] = None,
         *,
         queue: Optional[str] = None,
         priority_class: Optional[str] = None,
@@ -447,13 +520,21 @@ class TrainerClient:
         """Submit a job and return its name.
 
         ``runtime`` names a ClusterTrainingRuntime (or is a :class:`Runtime` from
-        :meth:`list_runtimes`). Without ``name`` the server picks one from
+        :meth:`list_runtimes`); without one, ``torch-distributed``, as in the Kubeflow SDK,
+        whose argument order (runtime, initializer, trainer) this follows; a trainer passed
+        where the initializer goes is refused, never swapped. Without ``name`` the server picks one from
         ``generate_name`` (default: the runtime's name and a dash). The call carries a
         request id (random unless given): retried after a lost answer, it returns the job
         the first attempt created instead of creating a second one.
         """
+        _check_order(initializer, trainer)
+        if options:
+            raise ValueError(
+                "options: the Kubeflow SDK's backend options are not taken here; say the same with train()'s keywords: "
+                "labels=, annotations=, queue=, priority_class=, name=, namespace="
+            )
         spec = _train_job_spec(
-            runtime,
+            DEFAULT_RUNTIME if runtime is None else runtime,
             trainer,
             initializer,
             queue=queue,
@@ -486,8 +567,11 @@ class TrainerClient:
         all_namespaces: bool = False,
         label_selector: Optional[str] = None,
         status: Optional[Iterable[str]] = None,
+        runtime: Union[str, Runtime, None] = None,
     ) -> List[TrainJob]:
-        """The jobs of a namespace (or of all you may list), ordered by namespace and name."""
+        """The jobs of a namespace (or of all you may list), ordered by namespace and name;
+        ``runtime`` keeps those of one runtime, as the Kubeflow SDK's ``list_jobs(runtime=)``."""
+        want_runtime = runtime.name if isinstance(runtime, Runtime) else runtime
         states = [_STATE_OF[s] for s in _statuses(status)] if status is not None else []
         out: List[TrainJob] = []
         token = ""
@@ -502,7 +586,7 @@ class TrainerClient:
                     page_token=token,
                 )
             )
-            out.extend(TrainJob.from_proto(j) for j in resp.train_jobs)
+            out.extend(j for j in (TrainJob.from_proto(j) for j in resp.train_jobs) if not want_runtime or j.runtime == want_runtime)
             token = resp.next_page_token
             if not token:
                 return out
@@ -592,11 +676,16 @@ class TrainerClient:
         name: str,
         status: Union[str, Iterable[str]] = ("Complete",),
         timeout: float = 600,
+        polling_interval: Optional[float] = None,
         callbacks: Optional[Sequence[Callback]] = None,
         *,
         namespace: Optional[str] = None,
     ) -> TrainJob:
         """Wait until the job reaches one of ``status`` and return it.
+
+        ``polling_interval`` is the Kubeflow SDK's, and accepted for its sake: there is no
+        polling here, the wait follows the server's watch and sees each change as it happens.
+        (Callbacks given in its place, as before it was added, are taken as callbacks.)
 
         Each callback is called with the job on every change seen (its state, steps'
         counts, timers). A job that fails while ``Failed`` is not among ``status`` raises
@@ -604,6 +693,12 @@ class TrainerClient:
         :class:`kiln.NotFoundError`; ``timeout`` seconds raise :class:`TimeoutError`. The
         wait follows the server's watch and resumes it if the connection drops.
         """
+        if polling_interval is not None and not isinstance(polling_interval, (int, float)):
+            if callbacks is not None:
+                raise TypeError(f"wait_for_job_status(): polling_interval is a number of seconds, got {type(polling_interval).__name__}")
+            callbacks, polling_interval = polling_interval, None
+        if polling_interval is not None and polling_interval <= 0:
+            raise ValueError(f"polling_interval {polling_interval}: want a positive number of seconds")
         wanted = _statuses(status)
         ns = namespace or self.namespace
         deadline = time.monotonic() + timeout
@@ -850,8 +945,8 @@ def _train_job_spec(
         nodes=_count("trainer.num_nodes", t.num_nodes),
         procs_per_node=_count("trainer.num_procs_per_node", t.num_procs_per_node),
         resources_per_node=resources,
-        dataset_uri=(initializer.dataset if initializer else None) or "",
-        model_uri=(initializer.model if initializer else None) or "",
+        dataset_uri=_uri("dataset", initializer.dataset) if initializer else "",
+        model_uri=_uri("model", initializer.model) if initializer else "",
         queue=queue or "",
         priority_class=priority_class or "",
         suspend=suspend,
@@ -926,3 +1021,15 @@ def _warn(texts: Sequence[str]) -> None:
     called train or create_schedule)."""
     for text in texts:
         warnings.warn(text, errors.KilnWarning, stacklevel=3)
+
+
+def _check_order(initializer: object, trainer: object) -> None:
+    """Refuses a trainer where the initializer goes (this SDK's order before it took the
+    Kubeflow SDK's: runtime, initializer, trainer), rather than swapping them silently."""
+    if initializer is not None and not isinstance(initializer, Initializer) and not hasattr(initializer, "dataset"):
+        raise TypeError(
+            f"train(): the second argument is the initializer (the Kubeflow SDK's order: runtime, initializer, trainer), "
+            f"got a {type(initializer).__name__}: pass it as trainer=..."
+        )
+    if trainer is not None and isinstance(trainer, Initializer):
+        raise TypeError("train(): trainer is an Initializer: pass it as initializer=... (order: runtime, initializer, trainer)")

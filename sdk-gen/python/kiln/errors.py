@@ -52,8 +52,11 @@ class FieldViolation:
     description: str
 
 
-class KilnError(Exception):
-    """An error of the Kiln API: ``code`` is the Connect code, e.g. ``invalid_argument``."""
+class KilnError(RuntimeError):
+    """An error of the Kiln API: ``code`` is the Connect code, e.g. ``invalid_argument``.
+
+    A RuntimeError, as the Kubeflow SDK's API failures are: ``except RuntimeError`` written for
+    it catches every Kiln API error too, NotFoundError included."""
 
     code = "unknown"
 

@@ -94,6 +94,17 @@ class LiveTest(unittest.TestCase):
         reasons = {(e.object.split("/")[0], e.reason) for e in self.client.get_job_events(name)}
         self.assertLessEqual({("TrainJob", "Created"), ("TrainJob", "Completed"), ("Workload", "Admitted")}, reasons)
 
+    def test_a_kubeflow_script_runs_with_only_the_import_changed(self) -> None:
+        # docs/sdk.md, "Coming from Kubeflow": kubeflow_script.py is written for the Kubeflow
+        # SDK's TrainerClient; only its import line is changed here.
+        path = os.path.join(os.path.dirname(__file__), "kubeflow_script.py")
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        kubeflow_import = "from kubeflow.trainer import CustomTrainerContainer, TrainerClient\n"
+        self.assertIn(kubeflow_import, source)
+        source = source.replace(kubeflow_import, "from kiln import CustomTrainerContainer, TrainerClient\n")
+        exec(compile(source, path, "exec"), {"__name__": "kubeflow_script"})
+
     def test_logs_follow_waits_for_the_pods(self) -> None:
         name = self.name("follow")
         self.create_slow(name, 4)

@@ -162,8 +162,13 @@ class ClientWireTest(unittest.TestCase):
             c.train(runtime="torch-distributed", trainer=kiln.CustomTrainerContainer(num_nodes=0))
         with self.assertRaisesRegex(ValueError, r"status Done: want one of Created, Queued"):
             c.wait_for_job_status("x", status="Done")
-        with self.assertRaisesRegex(ValueError, r"runtime: name the runtime"):
-            c.train()
+        # The Kubeflow SDK's order is runtime, initializer, trainer: a trainer second is refused, not swapped.
+        with self.assertRaisesRegex(TypeError, r"the second argument is the initializer .* got a CustomTrainerContainer: pass it as trainer="):
+            c.train("torch-distributed", kiln.CustomTrainerContainer(num_nodes=2))
+        with self.assertRaisesRegex(TypeError, r"trainer is an Initializer: pass it as initializer="):
+            c.train("torch-distributed", trainer=kiln.Initializer(dataset="hf://x/y"))
+        with self.assertRaisesRegex(ValueError, r"polling_interval -1: want a positive number of seconds"):
+            c.wait_for_job_status("x", {"Complete"}, 10, -1)
 
 
 if __name__ == "__main__":
