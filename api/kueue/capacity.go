@@ -3,6 +3,7 @@ package kueue
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,12 +92,20 @@ func Shortfall(requests, most corev1.ResourceList) []string {
 		if !ok || want.Cmp(limit) <= 0 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %s (at most %s)", want.String(), name, limit.String()))
+		out = append(out, fmt.Sprintf("%s %s (at most %s)", count(want), name, count(limit)))
 	}
 	slices.SortFunc(out, func(a, b string) int {
 		return strings.Compare(resourceOf(a), resourceOf(b))
 	})
 	return out
+}
+
+// count is a quantity as people count it: 8000 GPUs, not 8k; 500m or 64Gi as written.
+func count(q resource.Quantity) string {
+	if q.Format == resource.DecimalSI && q.MilliValue()%1000 == 0 {
+		return strconv.FormatInt(q.Value(), 10)
+	}
+	return q.String()
 }
 
 func resourceOf(s string) string {

@@ -98,6 +98,10 @@ func TestShortfall(t *testing.T) {
 	if diff := cmp.Diff([]string{"64 nvidia.com/gpu (at most 32)"}, got); diff != "" {
 		t.Errorf("Shortfall mismatch (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{"512Gi memory (at most 256Gi)", "8000 nvidia.com/gpu (at most 32)"},
+		Shortfall(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8k"), "memory": resource.MustParse("512Gi")}, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("32"), "memory": resource.MustParse("256Gi")})); diff != "" {
+		t.Errorf("Shortfall counts as people do (-want +got):\n%s", diff)
+	}
 	if got := Shortfall(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("32")}, most); len(got) != 0 {
 		t.Errorf("Shortfall = %q for a job that fits", got)
 	}
