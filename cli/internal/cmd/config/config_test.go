@@ -42,6 +42,33 @@ func TestConfig(t *testing.T) {
 	if info, _ := os.Stat(path); info.Mode().Perm() != 0o600 {
 		t.Errorf("the file holding tokens is %v, want 0600", info.Mode().Perm())
 	}
+	// A token file stays a file, read again for every call: a rotated token is picked up.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("", "set-context", "rotating", "--server", "https://kiln.example.com", "--token-file", tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = clientconfig.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Context("rotating"); got.TokenFile != tokenFile || got.Token != "" {
+		t.Errorf("--token-file %s kept token %q, token-file %q; want the file, no copy", tokenFile, got.Token, got.TokenFile)
+	}
+	if _, err := run("", "set-context", "rotating", "--token", "t0k3n2"); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ = clientconfig.Load(path); cfg.Context("rotating").TokenFile != "" {
+		t.Errorf("--token after --token-file kept the file %q", cfg.Context("rotating").TokenFile)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("", "set-context", "rotating", "--token-file", empty); err == nil || !strings.Contains(err.Error(), "the file is empty") {
+		t.Errorf("an empty token file: %v", err)
+	}
 	out, _ := run("", "view")
 	if strings.Contains(out, "t0k3n") || !strings.Contains(out, "token: REDACTED") {
 		t.Errorf("view shows tokens:\n%s", out)

@@ -5,6 +5,7 @@ package setcontext
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,9 @@ func NewCmdSetContext(f *factory.Factory, runF func(context.Context, *Options) e
 		Use:   "set-context [NAME]",
 		Short: "Create or change a context",
 		Long: `Create a context, or change the fields given of an existing one (--current: the current one).
-The token may come from a file (--token-file, - for standard input) so it stays out of shell history.`,
+The token may come from a file (--token-file), so it stays out of shell history: the file is read again for
+every call, so a rotated token (a projected ServiceAccount token, a refreshed OIDC token) is picked up;
+"--token-file -" copies the token from standard input instead.`,
 		Example: `  kiln config set-context prod --server https://kiln.example.com --token-file ~/prod.token --namespace team-nlp --use
   kiln config set-context --current --namespace team-cv`,
 		Args: cobra.MaximumNArgs(1),
@@ -52,7 +55,7 @@ The token may come from a file (--token-file, - for standard input) so it stays 
 	fl := cmd.Flags()
 	fl.StringVar(&o.Context.Server, "server", "", "API server URL, https://... (or http://... for h2c)")
 	fl.StringVar(&o.Context.Token, "token", "", "bearer token (prefer --token-file)")
-	fl.StringVar(&o.TokenFile, "token-file", "", "file holding the token (- reads standard input)")
+	fl.StringVar(&o.TokenFile, "token-file", "", "file holding the token, read again for every call (- copies the token from standard input)")
 	fl.StringVar(&o.Context.CertificateAuthority, "certificate-authority", "", "PEM file of the CA that signs the server's certificate")
 	fl.StringVar(&o.Context.Namespace, "namespace", "", "default namespace")
 	fl.BoolVar(&o.Current, "current", false, "change the current context")
@@ -79,12 +82,22 @@ func run(_ context.Context, o *Options) error {
 	default:
 		return factory.Usagef("name the context, or use --current")
 	}
+	// A token file is kept as a file and read again for every call, so that a rotated token
+	// (a projected ServiceAccount token, a refreshed OIDC token) is picked up; standard input
+	// cannot be read again, so "-" copies the token it gives.
 	if o.TokenFile != "" {
 		data, err := f.ReadFile(o.TokenFile)
 		if err != nil {
 			return fmt.Errorf("--token-file: %w", err)
 		}
-		c.Token = strings.TrimSpace(string(data))
+		if strings.TrimSpace(string(data)) == "" {
+			return fmt.Errorf("--token-file %s: the file is empty: it should hold the bearer token", o.TokenFile)
+		}
+		if o.TokenFile == "-" {
+			c.Token = strings.TrimSpace(string(data))
+		} else if c.TokenFile, err = filepath.Abs(o.TokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
 	}
 	ctx := clientconfig.Context{Name: name}
 	if existing := cfg.Context(name); existing != nil {
@@ -93,8 +106,8 @@ func run(_ context.Context, o *Options) error {
 	// Only the fields given change.
 	for flag, set := range map[string]func(){
 		"server":                func() { ctx.Server = c.Server },
-		"token":                 func() { ctx.Token = c.Token },
-		"token-file":            func() { ctx.Token = c.Token },
+		"token":                 func() { ctx.Token, ctx.TokenFile = c.Token, "" },
+		"token-file":            func() { ctx.Token, ctx.TokenFile = c.Token, c.TokenFile },
 		"certificate-authority": func() { ctx.CertificateAuthority = c.CertificateAuthority },
 		"namespace":             func() { ctx.Namespace = c.Namespace },
 	} {
