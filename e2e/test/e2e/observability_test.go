@@ -148,6 +148,7 @@ var _ = Describe("Observability", Label(chartMode), func() {
 			Expect(code).To(Equal(http.StatusUnauthorized), "%s without a token: %s", s.url, body)
 			code, body, _ = scrapeMetrics(ctx, s.hc, s.url, nobody)
 			Expect(code).To(Equal(http.StatusForbidden), "%s as a ServiceAccount without kiln-metrics-reader: %s", s.url, body)
+			Expect(body).To(ContainSubstring("bind a ClusterRole that allows it (the chart's kiln-metrics-reader)"), "%s names the role to bind", s.url)
 		}
 
 		var before metricFamilies

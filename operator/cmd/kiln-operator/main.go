@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -38,6 +37,7 @@ import (
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
+	"github.com/kiln-ml/kiln/operator/internal/metricsauth"
 	"github.com/kiln-ml/kiln/operator/internal/render"
 	"github.com/kiln-ml/kiln/operator/internal/statusserver"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
@@ -246,7 +246,7 @@ func metricsOptions(o options) metricsserver.Options {
 	opts := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {
 		opts.SecureServing = true
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.FilterProvider = metricsauth.Filter
 		opts.CertDir = o.metricsCertDir
 	}
 	return opts
