@@ -22,7 +22,7 @@ func newCron(name string) *kilnv1.NewCronTrainJob {
 		StartingDeadlineSeconds: ptr.To[int64](3600), SuccessfulJobsHistoryLimit: ptr.To[int32](2), FailedJobsHistoryLimit: ptr.To[int32](0),
 		TrainJob: &kilnv1.TrainJobTemplate{Labels: map[string]string{"stage": "retrain"}, Spec: &kilnv1.TrainJobSpec{
 			Runtime: "torch-distributed", Image: "docker.io/my-training-image:latest", Command: []string{"torchrun", "train.py"},
-			Nodes: 2, Queue: "gpu", ActiveDeadlineSeconds: ptr.To[int64](12 * 3600),
+			Nodes: 2, Queue: "team-queue", ActiveDeadlineSeconds: ptr.To[int64](12 * 3600),
 		}},
 	}}
 }
@@ -34,9 +34,11 @@ func adminCron(ctx SpecContext, ns, name string) (*kiln.CronTrainJob, error) {
 
 var _ = Describe("CronTrainJobService", func() {
 	var alice, bob clients
-	BeforeEach(func() {
+	BeforeEach(func(ctx SpecContext) {
 		// Connect only: the other protocols share every handler with it (see TrainJobService).
 		alice, bob = protocols[0].as("alice"), protocols[0].as("bob")
+		// The runs' LocalQueue: a schedule whose queue does not exist is refused.
+		teamQueue(ctx, "team-a", "team-queue")
 	})
 	createCron := func(ctx SpecContext, c clients, in *kilnv1.NewCronTrainJob, requestID string) (*kilnv1.CreateCronTrainJobResponse, error) {
 		res, err := c.crons.CreateCronTrainJob(ctx, connect.NewRequest(&kilnv1.CreateCronTrainJobRequest{
@@ -55,14 +57,14 @@ var _ = Describe("CronTrainJobService", func() {
 		Expect(res.GetManifest()).To(ContainSubstring("kind: CronTrainJob"))
 		got := res.GetCronTrainJob()
 		Expect(got.GetSpec().GetConcurrencyPolicy()).To(Equal(kilnv1.ConcurrencyPolicy_CONCURRENCY_POLICY_FORBID))
-		Expect(got.GetSpec().GetTrainJob().GetSpec().GetQueue()).To(Equal("gpu"))
+		Expect(got.GetSpec().GetTrainJob().GetSpec().GetQueue()).To(Equal("team-queue"))
 		Expect(got.GetSpec().GetTrainJob().GetSpec().GetActiveDeadlineSeconds()).To(Equal(int64(12 * 3600)))
 
 		stored, err := adminCron(ctx, "team-a", "weekly")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stored.Spec.ConcurrencyPolicy).To(Equal(kiln.ForbidConcurrent))
 		Expect(stored.Spec.TimeZone).To(Equal(ptr.To("Europe/Berlin")))
-		Expect(stored.Spec.TrainJobTemplate.Labels).To(HaveKeyWithValue(trainer.KueueQueueNameLabel, "gpu"))
+		Expect(stored.Spec.TrainJobTemplate.Labels).To(HaveKeyWithValue(trainer.KueueQueueNameLabel, "team-queue"))
 		Expect(stored.Spec.TrainJobTemplate.Labels).To(HaveKeyWithValue("stage", "retrain"))
 		Expect(stored.Spec.TrainJobTemplate.Spec.RuntimeRef.Name).To(Equal("torch-distributed"))
 		Expect(*stored.Spec.TrainJobTemplate.Spec.Trainer.NumNodes).To(Equal(int32(2)))
@@ -189,7 +191,7 @@ var _ = Describe("CronTrainJobService", func() {
 		run, err := adminTrainJob(ctx, "team-a", runName)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(run.Labels).To(HaveKeyWithValue(kiln.LabelCronTrainJob, "ops"))
-		Expect(run.Labels).To(HaveKeyWithValue(trainer.KueueQueueNameLabel, "gpu"))
+		Expect(run.Labels).To(HaveKeyWithValue(trainer.KueueQueueNameLabel, "team-queue"))
 		Expect(run.Annotations).To(HaveKeyWithValue("kiln.dev/triggered-by", "system:serviceaccount:team-a:alice"))
 		Expect(metav1.IsControlledBy(run, stored)).To(BeTrue())
 		Expect(run.Spec.Trainer.Env).To(ContainElement(HaveField("Name", kiln.EnvScheduledTime)))

@@ -250,7 +250,8 @@ spec: {runtimeRef: {name: torch-distributed}}
 				}))
 				Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument))
 				Expect(fieldViolations(err)).To(ConsistOf("manifest.metadata.labels[kueue.x-k8s.io/queue-name]"))
-				Expect(err.Error()).To(ContainSubstring(`LocalQueue "gpu-queue" does not exist in namespace team-a, so the job would wait forever`))
+				Expect(err.Error()).To(ContainSubstring(`LocalQueue "gpu-queue" does not exist in namespace team-a`))
+				Expect(err.Error()).To(ContainSubstring(`so the job would wait forever: name one of the namespace's (` + "`kiln queues list`" + `: "team-queue")`))
 				_, err = adminTrainJob(ctx, "team-a", name("no-queue"))
 				Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing was created")
 
@@ -282,12 +283,12 @@ spec: {runtimeRef: {name: torch-distributed}}
 					Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("warned"))},
 				}))
 				Expect(err).NotTo(HaveOccurred())
-				Expect(res.Msg.GetWarnings()).To(ContainElement("TrainJobs of this namespace are watched by a test policy"))
+				Expect(res.Msg.GetWarnings()).To(ContainElement(HaveSuffix(": TrainJobs of this namespace are watched by a test policy")))
 				res, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
 					Namespace: "team-a", DryRun: true, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: newJob(name("warned-dry"))},
 				}))
 				Expect(err).NotTo(HaveOccurred())
-				Expect(res.Msg.GetWarnings()).To(ContainElement("TrainJobs of this namespace are watched by a test policy"), "a dry run is warned too")
+				Expect(res.Msg.GetWarnings()).To(ContainElement(HaveSuffix(": TrainJobs of this namespace are watched by a test policy")), "a dry run is warned too")
 			})
 
 			It("validates on a dry run without storing anything", func(ctx SpecContext) {
