@@ -337,6 +337,11 @@ type LogOptions struct {
 	Follow bool
 	// Tail keeps the last lines of each step.
 	Tail *int64
+	// Attempt streams the kept logs of an earlier attempt (from 0); Previous those of the
+	// attempt before the pods of now. A deleted pod's log (a restart, a preemption, the
+	// deadline) is kept this way: its last MiB, of the job's newest attempts.
+	Attempt  *int32
+	Previous bool
 }
 
 // GetJobLogs streams the lines a job's step printed. Stop the loop to cancel the stream.
@@ -353,6 +358,7 @@ func (c *Client) GetJobLogs(ctx context.Context, name string, o LogOptions) iter
 		defer cancel()
 		stream, err := c.Jobs.StreamLogs(ctx, connect.NewRequest(&kilnv1.StreamLogsRequest{
 			Namespace: c.ns(o.Namespace), Name: name, Step: step, Container: o.Container, Follow: o.Follow, TailLines: o.Tail,
+			Attempt: o.Attempt, Previous: o.Previous,
 		}))
 		if err != nil {
 			yield("", wrap(err))

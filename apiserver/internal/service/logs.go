@@ -24,6 +24,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
@@ -50,6 +51,7 @@ func (s *TrainJobs) StreamLogs(ctx context.Context, req *connect.Request[kilnv1.
 	if n := m.SinceSeconds; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("since_seconds"), *n, "must be at least 1"))
 	}
+	errs = append(errs, validateKept(m)...)
 	if len(errs) > 0 {
 		return invalid(errs)
 	}
@@ -62,9 +64,12 @@ func (s *TrainJobs) StreamLogs(ctx context.Context, req *connect.Request[kilnv1.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		if m.GetFollow() {
+		switch {
+		case m.Attempt != nil || m.GetPrevious():
+			done <- l.kept(ctx)
+		case m.GetFollow():
 			done <- l.follow(ctx)
-		} else {
+		default:
 			done <- l.once(ctx)
 		}
 		close(l.out)
@@ -291,7 +296,7 @@ func (l *logStreamer) copy(ctx context.Context, sp stepPod, follow bool) error {
 	for {
 		text, err := r.ReadString('\n')
 		if text != "" {
-			line := &kilnv1.LogLine{Step: sp.step, Pod: sp.pod.Name, Container: container, Text: strings.TrimSuffix(text, "\n")}
+			line := &kilnv1.LogLine{Step: sp.step, Pod: sp.pod.Name, Container: container, Text: strings.TrimSuffix(text, "\n"), Attempt: int32(kiln.AttemptOf(sp.pod.Labels))}
 			if l.req.GetTimestamps() {
 				if ts, rest, ok := strings.Cut(line.Text, " "); ok {
 					if t, perr := time.Parse(time.RFC3339Nano, ts); perr == nil {

@@ -80,10 +80,7 @@ func Steps(pods []corev1.Pod) []*kilnv1.Step {
 	for k := range groups {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b StepKey) int {
-		return cmp.Or(cmp.Compare(stepOrder(a.ReplicatedJob), stepOrder(b.ReplicatedJob)), strings.Compare(a.ReplicatedJob, b.ReplicatedJob),
-			cmp.Compare(a.JobIndex, b.JobIndex), cmp.Compare(a.Index, b.Index))
-	})
+	slices.SortFunc(keys, CompareSteps)
 	for _, k := range keys {
 		g := groups[k]
 		step := stepOf(g.newest)
@@ -94,6 +91,12 @@ func Steps(pods []corev1.Pod) []*kilnv1.Step {
 		steps = append(steps, step)
 	}
 	return steps
+}
+
+// CompareSteps orders steps as they are shown: initializers, launcher, nodes, by index.
+func CompareSteps(a, b StepKey) int {
+	return cmp.Or(cmp.Compare(stepOrder(a.ReplicatedJob), stepOrder(b.ReplicatedJob)), strings.Compare(a.ReplicatedJob, b.ReplicatedJob),
+		cmp.Compare(a.JobIndex, b.JobIndex), cmp.Compare(a.Index, b.Index))
 }
 
 func stepOrder(rj string) int {

@@ -45,8 +45,10 @@ type Server struct {
 	watchers []chan *kilnv1.WatchTrainJobsResponse
 	// watchStarted is closed, and replaced, when a watch starts.
 	watchStarted chan struct{}
-	// Logs are the lines StreamLogs sends, by step.
-	Logs map[string][]string
+	// Logs are the lines StreamLogs sends, by step; KeptLogs those of earlier attempts, by
+	// attempt and step (previous: the highest attempt).
+	Logs     map[string][]string
+	KeptLogs map[int32]map[string][]string
 	// Events ListEvents returns.
 	Events []*kilnv1.Event
 	// Metrics are the metric histories GetTrainJobMetrics returns, by job name (none: an
@@ -340,8 +342,23 @@ func (s *Server) StreamLogs(_ context.Context, req *connect.Request[kilnv1.Strea
 	if s.Job(req.Msg.GetNamespace(), req.Msg.GetName()) == nil {
 		return notFound(req.Msg.GetNamespace(), req.Msg.GetName())
 	}
-	steps := make([]string, 0, len(s.Logs))
-	for step := range s.Logs {
+	logs, attempt := s.Logs, int32(0)
+	if req.Msg.Attempt != nil || req.Msg.GetPrevious() {
+		attempt = req.Msg.GetAttempt()
+		if req.Msg.GetPrevious() {
+			attempt = -1
+			for a := range s.KeptLogs {
+				attempt = max(attempt, a)
+			}
+		}
+		kept, ok := s.KeptLogs[attempt]
+		if !ok {
+			return connect.NewError(connect.CodeNotFound, fmt.Errorf("no log of attempt %d was kept", attempt))
+		}
+		logs = kept
+	}
+	steps := make([]string, 0, len(logs))
+	for step := range logs {
 		steps = append(steps, step)
 	}
 	sort.Strings(steps)
@@ -349,13 +366,13 @@ func (s *Server) StreamLogs(_ context.Context, req *connect.Request[kilnv1.Strea
 		if req.Msg.GetStep() != "" && step != req.Msg.GetStep() {
 			continue
 		}
-		lines := s.Logs[step]
+		lines := logs[step]
 		if n := req.Msg.TailLines; n != nil && int(*n) < len(lines) {
 			lines = lines[len(lines)-int(*n):]
 		}
 		res := &kilnv1.StreamLogsResponse{}
 		for _, l := range lines {
-			res.Lines = append(res.Lines, &kilnv1.LogLine{Step: step, Pod: "p-" + step, Text: l})
+			res.Lines = append(res.Lines, &kilnv1.LogLine{Step: step, Pod: "p-" + step, Text: l, Attempt: attempt})
 		}
 		if err := stream.Send(res); err != nil {
 			return err

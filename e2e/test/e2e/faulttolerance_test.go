@@ -277,6 +277,19 @@ func faultToleranceSpecs() {
 			Expect(code).To(Equal(0), errOut)
 			Expect(out).To(MatchRegexp(`Restarts:\s+1 \(0 of maxRestarts 3 counted; disruptions do not count\), last: Disruption`))
 			Expect(out).To(MatchRegexp(`Warning\s+Restarted\s+TrainJob/spot\s+restarting all pods \(restart 1; not counted against maxRestarts, 0 of 3 used\): Disruption`))
+
+			By("keeping the first attempt's last words after its pods are gone: kiln logs --previous")
+			out, errOut, code = kilnCLI("", "logs", "spot", "-n", ns, "--previous")
+			Expect(code).To(Equal(0), errOut)
+			Expect(out).To(ContainSubstring("[node-1 attempt 0] "))
+			Expect(out).To(ContainSubstring("kiln.checkpoint: received SIGTERM"))
+			Expect(out).To(ContainSubstring(fmt.Sprintf("stopped after step %d; exiting with code 75", stoppedAt)))
+			out, errOut, code = kilnCLI("", "logs", "spot", "-n", ns, "--attempt", "0", "--step", "node-0", "--tail", "5")
+			Expect(code).To(Equal(0), errOut)
+			Expect(out).To(ContainSubstring(fmt.Sprintf("stopped after step %d; exiting with code 75", stoppedAt)))
+			_, errOut, code = kilnCLI("", "logs", "spot", "-n", ns, "--attempt", "7")
+			Expect(code).To(Equal(1))
+			Expect(errOut).To(ContainSubstring("no log of attempt 7 was kept; kept attempts: 0"))
 		}
 	})
 

@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/api/version"
+	"github.com/kiln-ml/kiln/operator/internal/attemptlogs"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
@@ -77,6 +79,7 @@ type options struct {
 	statusQPS               float64
 	statusBurst             int
 	statusInterval          time.Duration
+	keepLogs                bool
 	historyInterval         time.Duration
 }
 
@@ -97,6 +100,7 @@ func main() {
 	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
 	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, serve on this long before stopping: /readyz fails and every webhook answer closes its connection, so that the apiserver moves its kept-alive connections to the other replicas (set it longer than the Service's endpoints take to drop the pod)")
 	flag.BoolVar(&o.webhooks, "enable-webhooks", true, "serve the TrainJob admission webhooks")
+	flag.BoolVar(&o.keepLogs, "keep-attempt-logs", true, "keep the last MiB of the log of each deleted pod of a TrainJob (restarts, preemption, suspension, deadline) in a ConfigMap the TrainJob owns, for kiln logs --attempt")
 	flag.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
 	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of the webhook server's tls.crt and tls.key")
@@ -295,9 +299,18 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	rec.WithStatusServer(status)
+	rec.WithStatusServer(status).WithAttemptLogs(o.keepLogs)
 	if err := rec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the TrainJob controller: %w", err)
+	}
+	// Pods marked before --keep-attempt-logs=false still carry the finalizer: the
+	// controller runs either way, to keep their logs and let them go.
+	logsClient, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the log reader: %w", err)
+	}
+	if err := attemptlogs.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), logsClient, clock.RealClock{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the attempt-logs controller: %w", err)
 	}
 	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
 	if err := cron.SetupWithManager(mgr, controller.Options{}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -37,8 +38,25 @@ func CacheOptions() cache.Options {
 			},
 			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripPodTemplates)},
 			&trainer.TrainJob{}:      {Transform: keepSuspendOwners},
+			// Only the pods whose logs are kept (attemptlogs), and of them what it reads.
+			&corev1.Pod{}: {
+				Label:     labels.SelectorFromSet(labels.Set{kiln.LabelKeepLogs: "true"}),
+				Transform: chain(cache.TransformStripManagedFields(), stripPodSpec),
+			},
 		},
 	}
+}
+
+// stripPodSpec keeps of a pod's spec its node and its containers' names.
+func stripPodSpec(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		containers := make([]corev1.Container, len(pod.Spec.Containers))
+		for i, c := range pod.Spec.Containers {
+			containers[i] = corev1.Container{Name: c.Name}
+		}
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, Containers: containers}
+	}
+	return obj, nil
 }
 
 // ClientOptions keep Secrets out of the cache: the controller reads one only when it

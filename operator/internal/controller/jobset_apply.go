@@ -49,6 +49,9 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, reconcile.TerminalError(fmt.Errorf("%w: %w", errRender, err))
 	}
 	render.InjectStatusServer(res.JobSet, tj, r.statusServer.StatusServer)
+	if r.keepLogs {
+		render.KeepAttemptLogs(res.JobSet)
+	}
 	key := client.ObjectKeyFromObject(tj)
 	hash, err := renderingHash(res)
 	if err != nil {

@@ -77,6 +77,16 @@ type TrainJobReconciler struct {
 	// namespaces holding its CA certificate.
 	statusServer StatusServer
 	cas          statusCAs
+	// keepLogs marks the JobSets' pods so that the tails of their logs outlive them
+	// (render.KeepAttemptLogs, package attemptlogs).
+	keepLogs bool
+}
+
+// WithAttemptLogs marks the pods of the JobSets it creates from now on so that the
+// attempt-logs controller keeps their logs when they are deleted.
+func (r *TrainJobReconciler) WithAttemptLogs(keep bool) *TrainJobReconciler {
+	r.keepLogs = keep
+	return r
 }
 
 // NewTrainJobReconciler returns a reconciler reading through the cached client c (and live

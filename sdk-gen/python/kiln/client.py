@@ -605,11 +605,17 @@ class TrainerClient:
         *,
         namespace: Optional[str] = None,
         container: Optional[str] = None,
+        attempt: Optional[int] = None,
+        previous: bool = False,
     ) -> Iterator[str]:
         """The lines a step printed, e.g. ``node-0`` (the default) or
         ``dataset-initializer-0``; ``step=None`` streams every step, each line prefixed
         with ``[step]``. ``follow`` waits for steps that have not started yet and streams
-        new lines until the job finishes; ``tail`` keeps the last lines of each step."""
+        new lines until the job finishes; ``tail`` keeps the last lines of each step.
+
+        ``attempt`` (from 0) reads the logs Kiln kept of an earlier attempt, ``previous`` those
+        of the attempt before the pods of now: the last MiB of each pod that was deleted (a
+        group restart, a preemption, a suspension, the deadline), with its last words."""
         req = pb.StreamLogsRequest(
             namespace=namespace or self.namespace,
             name=name,
@@ -617,6 +623,8 @@ class TrainerClient:
             container=container or "",
             follow=follow,
             tail_lines=tail,
+            attempt=attempt,
+            previous=previous,
         )
         for resp in self.jobs.stream_logs(req):
             for line in resp.lines:

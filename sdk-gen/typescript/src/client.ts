@@ -527,7 +527,18 @@ export class TrainerClient {
    */
   async *getJobLogs(
     name: string,
-    o: { step?: string | null; follow?: boolean; tail?: number; namespace?: string; container?: string; signal?: AbortSignal } = {},
+    o: {
+      step?: string | null;
+      follow?: boolean;
+      tail?: number;
+      namespace?: string;
+      container?: string;
+      signal?: AbortSignal;
+      /** An earlier attempt's kept logs (from 0): the last MiB of each of its deleted pods. */
+      attempt?: number;
+      /** The kept logs of the attempt before the pods of now. */
+      previous?: boolean;
+    } = {},
   ): AsyncGenerator<string> {
     const step = o.step === undefined ? "node-0" : (o.step ?? "");
     try {
@@ -539,6 +550,8 @@ export class TrainerClient {
           container: o.container ?? "",
           follow: o.follow ?? false,
           tailLines: o.tail === undefined ? undefined : BigInt(o.tail),
+          attempt: o.attempt,
+          previous: o.previous ?? false,
         },
         { signal: o.signal },
       );

@@ -2780,7 +2780,15 @@ type StreamLogsRequest struct {
 	// since_seconds keeps lines newer than this many seconds.
 	SinceSeconds *int64 `protobuf:"varint,7,opt,name=since_seconds,json=sinceSeconds,proto3,oneof" json:"since_seconds,omitempty"`
 	// timestamps fills LogLine.time from the runtime's timestamps.
-	Timestamps    bool `protobuf:"varint,8,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
+	Timestamps bool `protobuf:"varint,8,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
+	// attempt streams the kept logs of an earlier attempt (JobSet's restart attempt, from 0)
+	// instead of the pods of now: the last MiB of each deleted pod of the job (a group restart,
+	// a preemption, a suspension, the deadline), kept by the operator, with its SIGTERM and
+	// emergency-checkpoint lines. Not with follow.
+	Attempt *int32 `protobuf:"varint,9,opt,name=attempt,proto3,oneof" json:"attempt,omitempty"`
+	// previous streams the kept logs of the newest attempt before the pods of now (of the last
+	// attempt, when the job has no pods left), as kubectl logs --previous does for a container.
+	Previous      bool `protobuf:"varint,10,opt,name=previous,proto3" json:"previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2871,6 +2879,20 @@ func (x *StreamLogsRequest) GetTimestamps() bool {
 	return false
 }
 
+func (x *StreamLogsRequest) GetAttempt() int32 {
+	if x != nil && x.Attempt != nil {
+		return *x.Attempt
+	}
+	return 0
+}
+
+func (x *StreamLogsRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
 type StreamLogsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lines         []*LogLine             `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
@@ -2917,12 +2939,14 @@ func (x *StreamLogsResponse) GetLines() []*LogLine {
 
 // LogLine is a line a step's container printed.
 type LogLine struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Step          string                 `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
-	Pod           string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
-	Container     string                 `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
-	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Step      string                 `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
+	Pod       string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	Container string                 `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
+	Text      string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Time      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	// attempt is the JobSet restart attempt of the pod that printed it (from 0).
+	Attempt       int32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2990,6 +3014,13 @@ func (x *LogLine) GetTime() *timestamppb.Timestamp {
 		return x.Time
 	}
 	return nil
+}
+
+func (x *LogLine) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 type ListEventsRequest struct {
@@ -3889,7 +3920,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\bR\x04note\"\x9e\x02\n" +
+	"\x04note\x18\x05 \x01(\bR\x04note\"\xe5\x02\n" +
 	"\x11StreamLogsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -3901,17 +3932,23 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\rsince_seconds\x18\a \x01(\x03H\x01R\fsinceSeconds\x88\x01\x01\x12\x1e\n" +
 	"\n" +
 	"timestamps\x18\b \x01(\bR\n" +
-	"timestampsB\r\n" +
+	"timestamps\x12\x1d\n" +
+	"\aattempt\x18\t \x01(\x05H\x02R\aattempt\x88\x01\x01\x12\x1a\n" +
+	"\bprevious\x18\n" +
+	" \x01(\bR\bpreviousB\r\n" +
 	"\v_tail_linesB\x10\n" +
-	"\x0e_since_seconds\"<\n" +
+	"\x0e_since_secondsB\n" +
+	"\n" +
+	"\b_attempt\"<\n" +
 	"\x12StreamLogsResponse\x12&\n" +
-	"\x05lines\x18\x01 \x03(\v2\x10.kiln.v1.LogLineR\x05lines\"\x91\x01\n" +
+	"\x05lines\x18\x01 \x03(\v2\x10.kiln.v1.LogLineR\x05lines\"\xab\x01\n" +
 	"\aLogLine\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\tR\x04step\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
 	"\tcontainer\x18\x03 \x01(\tR\tcontainer\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12.\n" +
-	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"E\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\x05R\aattempt\"E\n" +
 	"\x11ListEventsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"<\n" +

@@ -1002,6 +1002,14 @@ class StreamLogsRequest(Message):
     since_seconds: Optional[int] = None
     #: timestamps fills LogLine.time from the runtime's timestamps.
     timestamps: bool = False
+    #: attempt streams the kept logs of an earlier attempt (JobSet's restart attempt, from 0)
+    #: instead of the pods of now: the last MiB of each deleted pod of the job (a group restart,
+    #: a preemption, a suspension, the deadline), kept by the operator, with its SIGTERM and
+    #: emergency-checkpoint lines. Not with follow.
+    attempt: Optional[int] = None
+    #: previous streams the kept logs of the newest attempt before the pods of now (of the last
+    #: attempt, when the job has no pods left), as kubectl logs --previous does for a container.
+    previous: bool = False
 
 
 @dataclass
@@ -1020,6 +1028,8 @@ class LogLine(Message):
     container: str = ""
     text: str = ""
     time: Optional[datetime] = None
+    #: attempt is the JobSet restart attempt of the pod that printed it (from 0).
+    attempt: int = 0
 
 
 @dataclass
@@ -1531,6 +1541,8 @@ StreamLogsRequest._fields = (
     Field("tail_lines", "tailLines", Kind.INT64, optional=True),
     Field("since_seconds", "sinceSeconds", Kind.INT64, optional=True),
     Field("timestamps", "timestamps", Kind.BOOL),
+    Field("attempt", "attempt", Kind.INT32, optional=True),
+    Field("previous", "previous", Kind.BOOL),
 )
 StreamLogsResponse._fields = (
     Field("lines", "lines", Kind.MESSAGE, ref=LogLine, repeated=True),
@@ -1541,6 +1553,7 @@ LogLine._fields = (
     Field("container", "container", Kind.STRING),
     Field("text", "text", Kind.STRING),
     Field("time", "time", Kind.TIMESTAMP),
+    Field("attempt", "attempt", Kind.INT32),
 )
 ListEventsRequest._fields = (
     Field("namespace", "namespace", Kind.STRING),

@@ -1,0 +1,264 @@
+// Package attemptlogs keeps the last words of a TrainJob's pods that are deleted: a group
+// restart, a preemption, a suspension or the deadline deletes them, and with them their
+// logs, the SIGTERM and emergency-checkpoint lines a user most needs. Every pod of a job
+// carries kiln.FinalizerAttemptLogs (render.KeepAttemptLogs); when one is deleted and its
+// containers have stopped, the Reconciler copies the tail of its main container's log into a
+// ConfigMap owned by the TrainJob, keeps the newest kiln.AttemptsKept attempts, and removes
+// the finalizer. A pod is never held longer than its grace period and HoldAfterGrace: a log
+// that cannot be read is given up, not waited for.
+package attemptlogs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+
+// HoldAfterGrace is how long past its grace period (its deletionTimestamp) a deleted pod is
+// held for its log: a kubelet that never reports its containers stopped (a node gone) does
+// not hold a restart.
+const HoldAfterGrace = 30 * time.Second
+
+// maxLogRead bounds what is read of a log to keep its tail: the kept MiB and some.
+const maxLogRead = 4 * kiln.AttemptLogBytes
+
+// labelCompletionIndex is the Job controller's index of a pod in an indexed Job.
+const labelCompletionIndex = "batch.kubernetes.io/job-completion-index"
+
+// Reconciler keeps the logs of a TrainJob's deleted pods.
+type Reconciler struct {
+	client client.Client
+	// live reads the ConfigMaps of a job's kept logs, which the cache does not hold.
+	live  client.Reader
+	logs  kubernetes.Interface
+	clock clock.PassiveClock
+}
+
+// NewReconciler keeps logs with c (the manager's client), live (past the cache) and the
+// clientset logs are read with.
+func NewReconciler(c client.Client, live client.Reader, logs kubernetes.Interface, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{client: c, live: live, logs: logs, clock: clk}
+}
+
+// SetupWithManager watches the pods that carry the finalizer and are being deleted.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("attemptlogs").
+		For(&corev1.Pod{}, builder.WithPredicates(held{})).
+		Complete(r)
+}
+
+// held passes the pods this controller has work on: deleted, and still holding its finalizer.
+type held struct{ predicate.Funcs }
+
+func (held) Create(e event.CreateEvent) bool { return isHeld(e.Object) }
+func (held) Update(e event.UpdateEvent) bool { return isHeld(e.ObjectNew) }
+func (held) Delete(event.DeleteEvent) bool   { return false }
+
+func isHeld(o client.Object) bool {
+	return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, kiln.FinalizerAttemptLogs)
+}
+
+// Reconcile keeps the log of one deleted pod, then lets it go.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return r.reconcile(ctx, pod)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) {
+	if !isHeld(pod) {
+		return ctrl.Result{}, nil
+	}
+	logger := log.FromContext(ctx).WithValues("pod", klog.KObj(pod))
+	if running(pod) {
+		// A graceful deletion's timestamp is when its grace period ends.
+		giveUp := pod.DeletionTimestamp.Add(HoldAfterGrace)
+		if wait := giveUp.Sub(r.clock.Now()); wait > 0 {
+			// The kubelet is stopping its containers: their last lines are still to come.
+			return ctrl.Result{RequeueAfter: min(wait, time.Second)}, nil
+		}
+		logger.Info("Giving up a deleted pod's log: its containers did not stop in time")
+		return ctrl.Result{}, r.release(ctx, pod)
+	}
+	if err := r.keep(ctx, pod); err != nil {
+		// A log that cannot be kept is lost, as it was before Kiln kept any: the pod goes.
+		logger.Info("Could not keep a deleted pod's log", "err", err.Error())
+	}
+	return ctrl.Result{}, r.release(ctx, pod)
+}
+
+// running says whether any container of a scheduled pod may still write to its log.
+func running(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		if cs.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// keep copies the tail of the pod's main container's log into its attempt-logs ConfigMap,
+// owned by the pod's TrainJob, and prunes the job's older attempts.
+func (r *Reconciler) keep(ctx context.Context, pod *corev1.Pod) error {
+	jobName := pod.Labels[jobsetv1alpha2.JobSetNameKey]
+	tj := &trainer.TrainJob{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: jobName}, tj); err != nil {
+		return fmt.Errorf("reading TrainJob %s: %w", jobName, err)
+	}
+	if tj.DeletionTimestamp != nil {
+		return nil // everything of the job goes with it
+	}
+	container := mainContainer(pod)
+	if container == "" || !started(pod, container) {
+		return nil // it never ran: nothing to keep
+	}
+	text, err := r.read(ctx, pod, container)
+	if err != nil {
+		return err
+	}
+	data, truncated, err := kiln.EncodeAttemptLog(text)
+	if err != nil {
+		return err
+	}
+	attempt := kiln.AttemptOf(pod.Labels)
+	jobIndex, _ := strconv.Atoi(pod.Labels[jobsetv1alpha2.JobIndexKey])
+	index, _ := strconv.Atoi(pod.Labels[labelCompletionIndex])
+	rj := pod.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      kiln.AttemptLogName(pod.Name),
+			Namespace: tj.Namespace,
+			Labels: map[string]string{
+				kiln.LabelAttemptLogsOf:             tj.Name,
+				kiln.LabelAttempt:                   strconv.Itoa(attempt),
+				jobsetv1alpha2.ReplicatedJobNameKey: rj,
+				jobsetv1alpha2.JobIndexKey:          strconv.Itoa(jobIndex),
+				labelCompletionIndex:                strconv.Itoa(index),
+			},
+			Annotations: map[string]string{
+				kiln.AnnotationLogPod:        pod.Name,
+				kiln.AnnotationLogContainer:  container,
+				kiln.AnnotationLogCapturedAt: r.clock.Now().UTC().Format(time.RFC3339),
+				kiln.AnnotationLogTruncated:  strconv.FormatBool(truncated),
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
+		},
+		BinaryData: map[string][]byte{kiln.AttemptLogKey: data},
+	}
+	if err := r.client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("keeping the log of pod %s: %w", pod.Name, err)
+	}
+	return r.prune(ctx, tj, attempt)
+}
+
+// read reads the tail of a container's log: at most maxLogRead bytes of its last lines.
+func (r *Reconciler) read(ctx context.Context, pod *corev1.Pod, container string) ([]byte, error) {
+	// The API reads logs from the start (limitBytes) or by lines (tailLines): enough lines
+	// for the kept bytes at any sane line length, then the bytes' bound.
+	req := r.logs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: container, TailLines: ptr.To[int64](kiln.AttemptLogBytes / 16),
+	})
+	stream, err := req.Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of pod %s: %w", pod.Name, err)
+	}
+	defer func() { _ = stream.Close() }()
+	text, err := io.ReadAll(io.LimitReader(stream, maxLogRead))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading the log of pod %s: %w", pod.Name, err)
+	}
+	return text, nil
+}
+
+// prune deletes the kept logs of the job's attempts older than the newest kiln.AttemptsKept
+// (an attempt is JobSet's restart attempt; Kiln's own restart of a stalled job keeps it).
+func (r *Reconciler) prune(ctx context.Context, tj *trainer.TrainJob, newest int) error {
+	if newest < kiln.AttemptsKept {
+		return nil
+	}
+	list := &corev1.ConfigMapList{}
+	sel := labels.SelectorFromSet(labels.Set{kiln.LabelAttemptLogsOf: tj.Name})
+	if err := r.live.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return fmt.Errorf("listing the kept logs of TrainJob %s: %w", tj.Name, err)
+	}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		// A namesake's left behind is not ours to delete; the newest attempts are kept.
+		if !metav1.IsControlledBy(cm, tj) || kiln.AttemptOf(cm.Labels) > newest-kiln.AttemptsKept {
+			continue
+		}
+		if err := r.client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the kept log %s: %w", cm.Name, err)
+		}
+	}
+	return nil
+}
+
+// release removes the finalizer: the pod may go.
+func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod) error {
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(pod, kiln.FinalizerAttemptLogs)
+	if err := r.client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// mainContainer is the container a step's log comes from: the one named after its
+// replicated job (node, launcher, ...), else the first.
+func mainContainer(pod *corev1.Pod) string {
+	rj := pod.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+	for _, c := range pod.Spec.Containers {
+		if c.Name == rj {
+			return c.Name
+		}
+	}
+	if len(pod.Spec.Containers) > 0 {
+		return pod.Spec.Containers[0].Name
+	}
+	return ""
+}
+
+// started says whether the container ever ran (a pod deleted while pending has no log).
+func started(pod *corev1.Pod, container string) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container {
+			return cs.State.Terminated != nil || cs.State.Running != nil || cs.LastTerminationState.Terminated != nil
+		}
+	}
+	return false
+}
