@@ -17,7 +17,7 @@ func TestClosest(t *testing.T) {
 		"prefix":                     {"torch", runtimes, "torch-distributed"},
 		"typo beats prefix":          {"torch-distributed-spt", runtimes, "torch-distributed-spot"},
 		"nothing near":               {"gpu-queue", queues, ""},
-		"queue typo":                 {"defualt", queues, "default"},
+		"queue typo":                 {"defaults", queues, "default"},
 		"short names need one match": {"ab", []string{"cd"}, ""},
 		"empty name":                 {"", queues, ""},
 		"no candidates":              {"default", nil, ""},
@@ -33,7 +33,7 @@ func TestClosest(t *testing.T) {
 }
 
 func TestDidYouMean(t *testing.T) {
-	if got, want := DidYouMean("defualt", []string{"default"}), ` (did you mean "default"?)`; got != want {
+	if got, want := DidYouMean("defaults", []string{"default"}), ` (did you mean "default"?)`; got != want {
 		t.Errorf("DidYouMean = %q, want %q", got, want)
 	}
 	if got := DidYouMean("zzz", []string{"default"}); got != "" {
