@@ -22,7 +22,8 @@ var _ = Describe("No dead ends at submission", Label(chartMode), func() {
 			"--queue", "default", "--nodes", "1000", "--gpus-per-node", "8", "--", "python", "x.py")
 		Expect(code).To(Equal(0), errOut)
 		Expect(out).To(Equal("deadend-huge\n"), "-o name prints the name, also on a dry run")
-		Expect(errOut).To(ContainSubstring(`Warning: this job can never be admitted: it asks for 8000 nvidia.com/gpu (at most `))
+		Expect(errOut).To(ContainSubstring(`Warning: this job can never be admitted: it asks for `))
+		Expect(errOut).To(ContainSubstring(`8000 nvidia.com/gpu (at most `))
 		Expect(errOut).To(ContainSubstring(`of its ClusterQueue`))
 
 		By("a runtime whose claim the namespace lacks, and no command anywhere")
