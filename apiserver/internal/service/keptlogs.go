@@ -19,6 +19,7 @@ import (
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
@@ -131,21 +132,48 @@ func (l *logStreamer) wantedAttempt(ctx context.Context, kept map[int]bool) (int
 	return 0, connect.NewError(connect.CodeNotFound, fmt.Errorf("%s: there is no previous attempt: no pod of this job was deleted (a restart, a preemption, a suspension or the deadline keeps its log)", l.what))
 }
 
+// keptConfigMaps lists the ConfigMaps of the job's kept logs (not a namesake's, left behind).
+func (s *TrainJobs) keptConfigMaps(ctx context.Context, tj *trainer.TrainJob) ([]corev1.ConfigMap, error) {
+	list, err := s.kube.Self.CoreV1().ConfigMaps(tj.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{kiln.LabelAttemptLogsOf: tj.Name}).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(list.Items, func(cm corev1.ConfigMap) bool { return !metav1.IsControlledBy(&cm, tj) }), nil
+}
+
+// keptAttempts are the attempts of the job whose logs were kept, oldest first, when the
+// caller may read the job's logs (else none).
+func (s *TrainJobs) keptAttempts(ctx context.Context, tj *trainer.TrainJob) []int32 {
+	attrs := kube.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: tj.Namespace}
+	if ok, _, err := s.kube.Authorizer.Allowed(ctx, attrs); err != nil || !ok {
+		return nil
+	}
+	cms, err := s.keptConfigMaps(ctx, tj)
+	if err != nil {
+		return nil
+	}
+	var out []int32
+	for i := range cms {
+		if a := int32(kiln.AttemptOf(cms[i].Labels)); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // keptLogs reads the job's kept logs, ordered by attempt, then step, then when kept.
 func (l *logStreamer) keptLogs(ctx context.Context) ([]keptLog, error) {
-	list, err := l.s.kube.Self.CoreV1().ConfigMaps(l.tj.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{kiln.LabelAttemptLogsOf: l.tj.Name}).String(),
-	})
+	cms, err := l.s.keptConfigMaps(ctx, l.tj)
 	if err != nil {
 		return nil, toConnect(l.what+": reading the kept logs", err)
 	}
 	var out []keptLog
 	multiJob := map[string]bool{}
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if !metav1.IsControlledBy(cm, l.tj) {
-			continue // a namesake's, left behind
-		}
+	for i := range cms {
+		cm := &cms[i]
 		log, err := kiln.DecodeAttemptLog(cm)
 		if err != nil {
 			continue

@@ -163,6 +163,7 @@ func (s *TrainJobs) GetTrainJob(ctx context.Context, req *connect.Request[kilnv1
 		return nil, err
 	}
 	res := &kilnv1.GetTrainJobResponse{TrainJob: s.views.view(ctx, tj, viewOptions{steps: true, position: true})}
+	res.TrainJob.GetStatus().KeptLogAttempts = s.keptAttempts(ctx, tj)
 	if m.GetIncludeManifest() {
 		if res.Manifest, err = manifestOf(tj); err != nil {
 			return nil, toConnect("encoding the TrainJob", err)

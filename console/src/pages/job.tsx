@@ -46,6 +46,8 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
   const [now, setNow] = useState(Date.now());
   // Its steps and pods: the watch leaves them out (they cost a list of pods); read every few seconds.
   const [steps, setSteps] = useState<v1.Step[]>([]);
+  // The earlier attempts whose logs were kept (a restart, a preemption, the deadline).
+  const [kept, setKept] = useState<number[]>([]);
 
   const fail = (e: unknown) => {
     const err = ConnectError.from(e);
@@ -92,7 +94,12 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
     const load = () =>
       client()
         .jobs.getTrainJob({ namespace: ns, name })
-        .then((r) => live && setSteps(r.trainJob?.status?.steps ?? []))
+        .then((r) => {
+          if (!live) return;
+          setSteps(r.trainJob?.status?.steps ?? []);
+          const attempts = r.trainJob?.status?.keptLogAttempts ?? [];
+          setKept((prev) => (prev.join(",") === attempts.join(",") ? prev : attempts));
+        })
         .catch(() => undefined);
     void load();
     const t = setInterval(load, 5000);
@@ -228,7 +235,7 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
         ))}
       </div>
       <div role="tabpanel">
-        {tab === "logs" && <Logs job={job} steps={steps} />}
+        {tab === "logs" && <Logs job={job} steps={steps} kept={kept} />}
         {tab === "events" && <Events name={name} />}
         {tab === "pods" && <Pods steps={steps} />}
         {tab === "yaml" && <Yaml name={name} />}
@@ -282,11 +289,13 @@ function Summary({ job, now }: { job: v1.TrainJob; now: number }) {
   );
 }
 
-function Logs({ job, steps: all }: { job: v1.TrainJob; steps: v1.Step[] }) {
+function Logs({ job, steps: all, kept }: { job: v1.TrainJob; steps: v1.Step[]; kept: number[] }) {
   const names = all.map((s) => s.name).join(",");
   const steps = useMemo(() => (names ? names.split(",") : []), [names]);
   const [step, setStep] = useState("");
   const [follow, setFollow] = useState(true);
+  // "" reads the pods of now; a number, the kept logs of that earlier attempt.
+  const [attempt, setAttempt] = useState("");
   const [lines, setLines] = useState<string[]>([]);
   const [error, setError] = useState("");
   const pre = useRef<HTMLPreElement>(null);
@@ -296,9 +305,16 @@ function Logs({ job, steps: all }: { job: v1.TrainJob; steps: v1.Step[] }) {
     setError("");
     (async () => {
       try {
-        const stream = client().jobs.streamLogs({ namespace: job.namespace, name: job.name, step, follow, tailLines: BigInt(2000) }, { signal: ctl.signal });
+        const earlier = attempt === "" ? undefined : Number(attempt);
+        const stream = client().jobs.streamLogs(
+          { namespace: job.namespace, name: job.name, step, follow: follow && earlier === undefined, tailLines: BigInt(2000), attempt: earlier },
+          { signal: ctl.signal },
+        );
         for await (const res of stream) {
-          const add = res.lines.map((l) => (steps.length > 1 && !step ? `[${l.step}] ${l.text}` : l.text));
+          const add = res.lines.map((l) => {
+            const where = l.attempt > 0 && earlier === undefined ? `${l.step} attempt ${l.attempt}` : l.step;
+            return steps.length > 1 && !step ? `[${where}] ${l.text}` : l.text;
+          });
           setLines((prev) => {
             const next = prev.concat(add);
             return next.length > 5000 ? next.slice(next.length - 5000) : next;
@@ -309,7 +325,7 @@ function Logs({ job, steps: all }: { job: v1.TrainJob; steps: v1.Step[] }) {
       }
     })();
     return () => ctl.abort();
-  }, [job.namespace, job.name, step, follow]);
+  }, [job.namespace, job.name, step, follow, attempt]);
   useEffect(() => {
     if (follow && pre.current) pre.current.scrollTop = pre.current.scrollHeight;
   }, [lines, follow]);
@@ -325,8 +341,21 @@ function Logs({ job, steps: all }: { job: v1.TrainJob; steps: v1.Step[] }) {
             ))}
           </select>
         </label>
+        {kept.length > 0 && (
+          <label>
+            Attempt{" "}
+            <select value={attempt} onChange={(e) => setAttempt(e.currentTarget.value)}>
+              <option value="">now</option>
+              {kept.map((a) => (
+                <option key={a} value={String(a)}>
+                  {a} (kept)
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <label>
-          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.currentTarget.checked)} /> Follow
+          <input type="checkbox" checked={follow && attempt === ""} disabled={attempt !== ""} onChange={(e) => setFollow(e.currentTarget.checked)} /> Follow
         </label>
       </div>
       {error && <p class="error">{error}</p>}

@@ -278,6 +278,8 @@ func faultToleranceSpecs() {
 			Expect(out).To(MatchRegexp(`Restarts:\s+1 \(0 of maxRestarts 3 counted; disruptions do not count\), last: Disruption`))
 			Expect(out).To(MatchRegexp(`Warning\s+Restarted\s+TrainJob/spot\s+restarting all pods \(restart 1; not counted against maxRestarts, 0 of 3 used\): Disruption`))
 
+			Expect(out).To(MatchRegexp(`Kept logs:\s+attempts 0 \(kiln logs spot --previous, or --attempt N\)`))
+
 			By("keeping the first attempt's last words after its pods are gone: kiln logs --previous")
 			out, errOut, code = kilnCLI("", "logs", "spot", "-n", ns, "--previous")
 			Expect(code).To(Equal(0), errOut)

@@ -621,9 +621,12 @@ type TrainJobStatus struct {
 	// policy; unset when the job runs without one.
 	Restarts *Restarts `protobuf:"bytes,14,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// progress is what the trainer last reported (status.trainerStatus); unset until it reports.
-	Progress      *Progress `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Progress *Progress `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
+	// kept_log_attempts are the earlier attempts whose pods' last logs Kiln kept (StreamLogs
+	// attempt), oldest first; GetTrainJob fills it.
+	KeptLogAttempts []int32 `protobuf:"varint,16,rep,packed,name=kept_log_attempts,json=keptLogAttempts,proto3" json:"kept_log_attempts,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TrainJobStatus) Reset() {
@@ -757,6 +760,13 @@ func (x *TrainJobStatus) GetRestarts() *Restarts {
 func (x *TrainJobStatus) GetProgress() *Progress {
 	if x != nil {
 		return x.Progress
+	}
+	return nil
+}
+
+func (x *TrainJobStatus) GetKeptLogAttempts() []int32 {
+	if x != nil {
+		return x.KeptLogAttempts
 	}
 	return nil
 }
@@ -3730,7 +3740,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x17active_deadline_seconds\x18\x0f \x01(\x03H\x00R\x15activeDeadlineSeconds\x88\x01\x01\x12@\n" +
 	"\x1attl_seconds_after_finished\x18\x10 \x01(\x05H\x01R\x17ttlSecondsAfterFinished\x88\x01\x01B\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\xbe\x06\n" +
+	"\x1b_ttl_seconds_after_finished\"\xea\x06\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3750,7 +3760,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"conditions\x18\r \x03(\v2\x12.kiln.v1.ConditionR\n" +
 	"conditions\x12-\n" +
 	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestarts\x12-\n" +
-	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogressB\x1a\n" +
+	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogress\x12*\n" +
+	"\x11kept_log_attempts\x18\x10 \x03(\x05R\x0fkeptLogAttemptsB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
 	"\x1b_ttl_seconds_after_finished\"\xfa\x03\n" +
 	"\bProgress\x12\x1d\n" +

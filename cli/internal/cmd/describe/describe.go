@@ -189,6 +189,13 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 		}
 		d.Field("Restarts", restarts)
 	}
+	if kept := st.GetKeptLogAttempts(); len(kept) > 0 {
+		attempts := make([]string, len(kept))
+		for i, a := range kept {
+			attempts[i] = fmt.Sprint(a)
+		}
+		d.Field("Kept logs", fmt.Sprintf("attempts %s (kiln logs %s --previous, or --attempt N)", strings.Join(attempts, ", "), j.GetName()))
+	}
 	progress(d, now, j, more.Metrics, more.MetricsErr)
 
 	if tl := timeline(j, more.Events); len(tl) > 1 {

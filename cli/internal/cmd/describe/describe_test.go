@@ -67,11 +67,22 @@ func TestDescribe(t *testing.T) {
 	failed.Status = &kilnv1.TrainJobStatus{State: kilnv1.State_STATE_FAILED, Reason: "DeadlineExceeded", Message: "TrainJob exceeded its active deadline",
 		StartTime: timestamppb.New(now.Add(-2 * time.Hour)), CompletionTime: timestamppb.New(now.Add(-time.Hour)),
 		ActiveDeadlineSeconds: i64(3600), TtlSecondsAfterFinished: i32(86400), TtlDeleteTime: timestamppb.New(now.Add(23 * time.Hour))}
+	// A job whose LocalQueue does not exist: no place in any queue, and says so.
+	ghost := kilntest.Job("team", "ghost", kilnv1.State_STATE_QUEUED)
+	ghost.Status = &kilnv1.TrainJobStatus{State: kilnv1.State_STATE_QUEUED, Reason: "Pending", Message: "LocalQueue gpu-queue doesn't exist",
+		Queue: &kilnv1.QueuePosition{LocalQueue: "gpu-queue", LocalQueueMissing: true}}
+	// A job restarted twice, whose new pods wait for a claim: Starting, the claim named, its
+	// earlier attempts' logs kept.
+	waiting := running()
+	waiting.Status.Reason, waiting.Status.Message = "WaitingForVolume", "waiting for PersistentVolumeClaim kiln-checkpoints, which does not exist in namespace team: create it (pod mnist-node-0-0-x7k2p cannot be scheduled)"
+	waiting.Status.KeptLogAttempts = []int32{0, 1}
 	for name, tc := range map[string]struct {
 		job  *kilnv1.TrainJob
 		more Related
 		tty  bool
 	}{
+		"ghost-queue":          {job: ghost},
+		"waiting-for-a-volume": {job: waiting},
 		"running-tty":  {job: running(), more: Related{Events: events}, tty: true},
 		"running-pipe": {job: running(), more: Related{Events: events}},
 		"queued":       {job: queued},

@@ -634,6 +634,9 @@ class TrainJobStatus(Message):
     restarts: Optional[Restarts] = None
     #: progress is what the trainer last reported (status.trainerStatus); unset until it reports.
     progress: Optional[Progress] = None
+    #: kept_log_attempts are the earlier attempts whose pods' last logs Kiln kept (StreamLogs
+    #: attempt), oldest first; GetTrainJob fills it.
+    kept_log_attempts: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -1365,6 +1368,7 @@ TrainJobStatus._fields = (
     Field("conditions", "conditions", Kind.MESSAGE, ref=Condition, repeated=True),
     Field("restarts", "restarts", Kind.MESSAGE, ref=Restarts),
     Field("progress", "progress", Kind.MESSAGE, ref=Progress),
+    Field("kept_log_attempts", "keptLogAttempts", Kind.INT32, repeated=True),
 )
 Progress._fields = (
     Field("percent", "percent", Kind.INT32, optional=True),
