@@ -32,6 +32,17 @@ var _ = Describe("No dead ends at submission", Label(chartMode), func() {
 		Expect(errOut).To(ContainSubstring(`Warning: PersistentVolumeClaim "kiln-checkpoints" does not exist in namespace default: the job's pods (volume `))
 		Expect(errOut).To(ContainSubstring(`Warning: no command: neither spec.trainer.command nor runtime "torch-distributed-spot" says what to run`))
 
+		By("a manifest that names no queue, put in the namespace's default LocalQueue by Kueue: said, not silent")
+		_, errOut, code = kilnCLI(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: deadend-no-queue}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {command: [python, x.py]}
+`, "submit", "-f", "-", "--dry-run")
+		Expect(code).To(Equal(0), errOut)
+		Expect(errOut).To(ContainSubstring(`Warning: queued in LocalQueue "default", the namespace's default (Kueue chose it: the job names no queue)`))
+
 		By("kubectl: a queue that does not exist is a warning (Kueue lets it be created later), naming the queues there")
 		manifest, err := os.ReadFile("testdata/bad-queue-trainjob.yaml")
 		Expect(err).NotTo(HaveOccurred())
