@@ -73,6 +73,7 @@ type options struct {
 	deleteManifests         string
 	manifestsTimeout        time.Duration
 	disaggregate            string
+	releasePods             bool
 	statusAddr              string
 	statusURL               string
 	statusCAFile            string
@@ -112,6 +113,7 @@ func main() {
 	flag.BoolVar(&o.applyCRDs, "apply-crds", false, "install or upgrade the trainer.kubeflow.org CRDs this operator is built with, wait until they are Established, and exit (the Helm chart's pre-upgrade hook)")
 	flag.StringVar(&o.applyManifests, "apply-manifests", "", "server-side apply the objects in this YAML file, waiting (up to --manifests-timeout) until their kinds are served and their webhooks answer, and exit (the Helm chart's hook for its default Kueue queues)")
 	flag.StringVar(&o.deleteManifests, "delete-manifests", "", "delete the objects in this YAML file and exit (the Helm chart's pre-delete hook)")
+	flag.BoolVar(&o.releasePods, "release-pods", false, "remove the attempt-logs finalizer from every pod that carries it, and exit (the Helm chart's pre-delete hook: no pod waits on a removed operator)")
 	flag.StringVar(&o.disaggregate, "disaggregate-clusterroles", "", "comma-separated ClusterRoles whose aggregationRule to remove, and exit (the Helm chart's pre-delete hook for Kueue's aggregated roles)")
 	flag.DurationVar(&o.manifestsTimeout, "manifests-timeout", 5*time.Minute, "how long --apply-manifests waits for each object")
 	flag.StringVar(&o.statusAddr, "status-server-bind-address", ":10443", "address of the status server, to which trainers report progress and metrics (upstream's KUBEFLOW_TRAINER_SERVER_URL protocol), served with the webhook certificate; 0 disables it and its injection into trainer pods")
@@ -137,7 +139,7 @@ func main() {
 		}
 		return
 	}
-	if o.applyManifests != "" || o.deleteManifests != "" || o.disaggregate != "" {
+	if o.applyManifests != "" || o.deleteManifests != "" || o.disaggregate != "" || o.releasePods {
 		if err := runManifests(ctrl.SetupSignalHandler(), o); err != nil {
 			ctrl.Log.Error(err, "Manifests failed")
 			os.Exit(1)
@@ -200,6 +202,11 @@ func runManifests(ctx context.Context, o options) error {
 	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("manifests"))
 	if o.disaggregate != "" {
 		return manifests.Disaggregate(ctx, c, strings.Split(o.disaggregate, ","))
+	}
+	if o.releasePods {
+		n, err := attemptlogs.ReleaseAll(ctx, c)
+		ctrl.Log.Info("Released the pods held for their logs", "pods", n)
+		return err
 	}
 	if o.deleteManifests != "" {
 		objs, err := manifests.Read(o.deleteManifests)

@@ -262,3 +262,26 @@ func started(pod *corev1.Pod, container string) bool {
 	}
 	return false
 }
+
+// ReleaseAll removes the finalizer from every pod that carries it, in every namespace: the
+// Helm chart's pre-delete hook, so that no pod waits on an operator that is being removed.
+// It returns how many pods it released.
+func ReleaseAll(ctx context.Context, c client.Client) (int, error) {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.MatchingLabels{kiln.LabelKeepLogs: "true"}); err != nil {
+		return 0, fmt.Errorf("listing the pods whose logs Kiln keeps: %w", err)
+	}
+	released := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !controllerutil.ContainsFinalizer(pod, kiln.FinalizerAttemptLogs) {
+			continue
+		}
+		r := &Reconciler{client: c}
+		if err := r.release(ctx, pod); err != nil {
+			return released, err
+		}
+		released++
+	}
+	return released, nil
+}

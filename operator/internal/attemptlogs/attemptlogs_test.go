@@ -170,3 +170,22 @@ func TestPruneKeepsTheNewestAttempts(t *testing.T) {
 func reconcileRequest(pod *corev1.Pod) ctrl.Request {
 	return ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
 }
+
+// The chart's pre-delete hook lets every held pod go: none waits on a removed operator.
+func TestReleaseAll(t *testing.T) {
+	held := deletedPod(0, 0, time.Second, stillGoing)
+	running := deletedPod(0, 1, 0, stillGoing)
+	running.DeletionTimestamp, running.DeletionGracePeriodSeconds = nil, nil
+	_, c := setup(t, held, running)
+	n, err := ReleaseAll(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("released %d pods, want 2", n)
+	}
+	pod := &corev1.Pod{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(running), pod); err != nil || len(pod.Finalizers) != 0 {
+		t.Errorf("the running pod kept %v (%v)", pod.Finalizers, err)
+	}
+}
