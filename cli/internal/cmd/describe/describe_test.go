@@ -83,11 +83,11 @@ func TestDescribe(t *testing.T) {
 	}{
 		"ghost-queue":          {job: ghost},
 		"waiting-for-a-volume": {job: waiting},
-		"running-tty":  {job: running(), more: Related{Events: events}, tty: true},
-		"running-pipe": {job: running(), more: Related{Events: events}},
-		"queued":       {job: queued},
-		"failed-ttl":   {job: failed, more: Related{EventsErr: errors.New("events are not readable")}},
-		"timeline":     {job: running(), more: Related{Events: lifecycle}},
+		"running-tty":          {job: running(), more: Related{Events: events}, tty: true},
+		"running-pipe":         {job: running(), more: Related{Events: events}},
+		"queued":               {job: queued},
+		"failed-ttl":           {job: failed, more: Related{EventsErr: errors.New("events are not readable")}},
+		"timeline":             {job: running(), more: Related{Events: lifecycle}},
 		// A trainer that reports: its bar, steps, ETA, deadline, metrics, checkpoint and the
 		// curve of its loss, resampled from 120 points to 60 columns.
 		"progress-tty": {job: reporting(), more: Related{Events: events, Metrics: lossCurve(120)}, tty: true},
