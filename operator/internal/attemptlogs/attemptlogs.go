@@ -1,10 +1,11 @@
 // Package attemptlogs keeps the last words of a TrainJob's pods that are deleted: a group
 // restart, a preemption, a suspension or the deadline deletes them, and with them their
 // logs, the SIGTERM and emergency-checkpoint lines a user most needs. Every pod of a job
-// carries kiln.FinalizerAttemptLogs (render.KeepAttemptLogs); when one is deleted and its
-// containers have stopped, the Reconciler copies the tail of its main container's log into a
-// ConfigMap owned by the TrainJob, keeps the newest kiln.AttemptsKept attempts, and removes
-// the finalizer. A pod is never held longer than its grace period and HoldAfterGrace: a log
+// carries kiln.FinalizerAttemptLogs (render.KeepAttemptLogs); when one is deleted, the
+// Reconciler reads its main container's log, following it to the container's end when it still
+// runs (the kubelet removes a deleted pod's containers as soon as they stop), copies its tail
+// into a ConfigMap owned by the TrainJob, keeps the newest kiln.AttemptsKept attempts, and
+// removes the finalizer. A pod is never held longer than its grace period and HoldAfterGrace: a log
 // that cannot be read is given up, not waited for.
 package attemptlogs
 
@@ -15,12 +16,15 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -60,6 +64,13 @@ type Reconciler struct {
 	live  client.Reader
 	logs  kubernetes.Interface
 	clock clock.PassiveClock
+	// followed are the deleted pods whose running containers' logs are being followed to
+	// their end, by UID: a kubelet removes a deleted pod's containers as soon as they stop,
+	// so their last lines are read as they are written, not after.
+	mu       sync.Mutex
+	followed map[types.UID]bool
+	// followers counts the follows under way (tests wait for them).
+	followers sync.WaitGroup
 }
 
 // NewReconciler keeps logs with c (the manager's client), live (past the cache) and the
@@ -101,12 +112,14 @@ func (r *Reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (ctrl.Resul
 		return ctrl.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("pod", klog.KObj(pod))
-	if running(pod) {
-		// A graceful deletion's timestamp is when its grace period ends.
-		giveUp := pod.DeletionTimestamp.Add(HoldAfterGrace)
+	// A graceful deletion's timestamp is when its grace period ends.
+	giveUp := pod.DeletionTimestamp.Add(HoldAfterGrace)
+	if running(pod) || r.following(pod.UID) {
 		if wait := giveUp.Sub(r.clock.Now()); wait > 0 {
-			// The kubelet is stopping its containers: their last lines are still to come.
-			return ctrl.Result{RequeueAfter: min(wait, time.Second)}, nil
+			// The kubelet is stopping its containers: their last lines are still to come,
+			// and are read as they come (follow), then kept.
+			r.follow(logger, pod.DeepCopy(), wait)
+			return ctrl.Result{RequeueAfter: min(wait, 5*time.Second)}, nil
 		}
 		logger.Info("Giving up a deleted pod's log: its containers did not stop in time")
 		return ctrl.Result{}, r.release(ctx, pod)
@@ -131,9 +144,59 @@ func running(pod *corev1.Pod) bool {
 	return false
 }
 
-// keep copies the tail of the pod's main container's log into its attempt-logs ConfigMap,
-// owned by the pod's TrainJob, and prunes the job's older attempts.
+// follow reads, once per pod, its main container's log to its end (the container stops)
+// or for at most wait, then keeps what it read and lets the pod go.
+func (r *Reconciler) follow(logger logr.Logger, pod *corev1.Pod, wait time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.followed[pod.UID] {
+		return
+	}
+	if r.followed == nil {
+		r.followed = map[types.UID]bool{}
+	}
+	r.followed[pod.UID] = true
+	r.followers.Add(1)
+	go func() {
+		defer r.followers.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.followed, pod.UID)
+			r.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := r.keepWith(ctx, pod, true); err != nil {
+			logger.Info("Could not keep a deleted pod's log", "err", err.Error())
+		}
+		// The pod changed while its containers stopped: let go of it as it is now.
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer rcancel()
+		now := &corev1.Pod{}
+		if err := r.client.Get(rctx, client.ObjectKeyFromObject(pod), now); err != nil {
+			return // gone already, or the next reconcile lets it go
+		}
+		if err := r.release(rctx, now); err != nil {
+			logger.Info("Could not release a deleted pod", "err", err.Error())
+		}
+	}()
+}
+
+// following says whether the pod's log is being followed.
+func (r *Reconciler) following(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.followed[uid]
+}
+
+// keep copies the tail of the stopped pod's main container's log into its attempt-logs
+// ConfigMap, owned by the pod's TrainJob, and prunes the job's older attempts.
 func (r *Reconciler) keep(ctx context.Context, pod *corev1.Pod) error {
+	return r.keepWith(ctx, pod, false)
+}
+
+// keepWith keeps the pod's log, read at once or (follow) to the container's end.
+func (r *Reconciler) keepWith(ctx context.Context, pod *corev1.Pod, follow bool) error {
 	jobName := pod.Labels[jobsetv1alpha2.JobSetNameKey]
 	tj := &trainer.TrainJob{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: jobName}, tj); err != nil {
@@ -143,13 +206,14 @@ func (r *Reconciler) keep(ctx context.Context, pod *corev1.Pod) error {
 		return nil // everything of the job goes with it
 	}
 	container := mainContainer(pod)
-	if container == "" || !started(pod, container) {
+	if container == "" || (!follow && !started(pod, container)) {
 		return nil // it never ran: nothing to keep
 	}
-	text, err := r.read(ctx, pod, container)
-	if err != nil {
+	text, err := r.read(ctx, pod, container, follow)
+	if err != nil && len(text) == 0 {
 		return err
 	}
+	// What was read before a deadline or a broken stream is kept all the same.
 	data, truncated, err := kiln.EncodeAttemptLog(text)
 	if err != nil {
 		return err
@@ -179,29 +243,54 @@ func (r *Reconciler) keep(ctx context.Context, pod *corev1.Pod) error {
 		},
 		BinaryData: map[string][]byte{kiln.AttemptLogKey: data},
 	}
-	if err := r.client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A context past its deadline (the follow's) must not lose what was read.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.client.Create(wctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("keeping the log of pod %s: %w", pod.Name, err)
 	}
-	return r.prune(ctx, tj, attempt)
+	return r.prune(wctx, tj, attempt)
 }
 
-// read reads the tail of a container's log: at most maxLogRead bytes of its last lines.
-func (r *Reconciler) read(ctx context.Context, pod *corev1.Pod, container string) ([]byte, error) {
+// read reads the tail of a container's log, its last kiln.AttemptLogBytes and some; with
+// follow, on to the end of the container, keeping the tail as it goes. What was read is
+// returned with any error.
+func (r *Reconciler) read(ctx context.Context, pod *corev1.Pod, container string, follow bool) ([]byte, error) {
 	// The API reads logs from the start (limitBytes) or by lines (tailLines): enough lines
-	// for the kept bytes at any sane line length, then the bytes' bound.
+	// for the kept bytes at any sane line length.
 	req := r.logs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: container, TailLines: ptr.To[int64](kiln.AttemptLogBytes / 16),
+		Container: container, TailLines: ptr.To[int64](kiln.AttemptLogBytes / 16), Follow: follow,
 	})
 	stream, err := req.Stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the log of pod %s: %w", pod.Name, err)
 	}
 	defer func() { _ = stream.Close() }()
-	text, err := io.ReadAll(io.LimitReader(stream, maxLogRead))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("reading the log of pod %s: %w", pod.Name, err)
+	text, err := readTail(stream, maxLogRead)
+	if err != nil {
+		return text, fmt.Errorf("reading the log of pod %s: %w", pod.Name, err)
 	}
 	return text, nil
+}
+
+// readTail reads r to its end, keeping at most the last keep bytes (and at times up to
+// twice that, to copy seldom).
+func readTail(r io.Reader, keep int) ([]byte, error) {
+	buf := make([]byte, 0, 64<<10)
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if len(buf) > 2*keep {
+			buf = append(make([]byte, 0, 2*keep), buf[len(buf)-keep:]...)
+		}
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // prune deletes the kept logs of the job's attempts older than the newest kiln.AttemptsKept

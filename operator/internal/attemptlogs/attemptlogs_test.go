@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,20 @@ func keptLogs(t *testing.T, c client.Client) map[string]string {
 	return out
 }
 
+func TestReadTailKeepsTheEnd(t *testing.T) {
+	var in strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&in, "line %d\n", i)
+	}
+	got, err := readTail(strings.NewReader(in.String()), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 1000 || len(got) > 2000 || !strings.HasSuffix(string(got), "line 199999\n") {
+		t.Errorf("kept %d bytes ending %q", len(got), got[max(0, len(got)-20):])
+	}
+}
+
 func TestReconcile(t *testing.T) {
 	job := kilntesting.MakeTrainJob("mnist", "ns").UID("uid-1").Obj()
 	cases := map[string]struct {
@@ -93,8 +108,10 @@ func TestReconcile(t *testing.T) {
 			pod: deletedPod(1, 0, 5*time.Second, stopped), job: job, wantReleased: true,
 			wantKept: map[string]string{"mnist-node-0-0-a1-logs": "attempt 1 of mnist-node-0-0-a1/node: fake logs"},
 		},
-		"still stopping: held, looked at again shortly": {
-			pod: deletedPod(1, 0, 5*time.Second, stillGoing), job: job, wantRequeue: true, wantKept: map[string]string{},
+		// Its log is followed to the container's end (the fake's stream ends at once), then kept.
+		"still stopping: its log followed to the end, then kept; looked at again meanwhile": {
+			pod: deletedPod(1, 0, 5*time.Second, stillGoing), job: job, wantRequeue: true, wantReleased: true,
+			wantKept: map[string]string{"mnist-node-0-0-a1-logs": "attempt 1 of mnist-node-0-0-a1/node: fake logs"},
 		},
 		"still running past its grace period: given up, it goes": {
 			pod: deletedPod(1, 0, HoldAfterGrace+time.Second, stillGoing), job: job, wantReleased: true, wantKept: map[string]string{},
@@ -126,6 +143,8 @@ func TestReconcile(t *testing.T) {
 			if got := res.RequeueAfter > 0; got != tc.wantRequeue {
 				t.Errorf("requeue after %v, want a requeue: %v", res.RequeueAfter, tc.wantRequeue)
 			}
+			// A followed log is kept by its own goroutine: wait for it to finish.
+			r.followers.Wait()
 			pod := &corev1.Pod{}
 			err = c.Get(context.Background(), client.ObjectKeyFromObject(tc.pod), pod)
 			released := err != nil || len(pod.Finalizers) == 0
