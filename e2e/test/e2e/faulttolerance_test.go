@@ -341,6 +341,15 @@ func faultToleranceSpecs() {
 			g.Expect(rs.LastReason).To(Equal("Disruption"))
 		}).Should(Succeed())
 
+		if os.Getenv("KILN_CONFIG") != "" {
+			By("the deleted pod's last words, kept though it was running when deleted: kiln logs --previous")
+			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			out, errOut, code := kilnCLI("", "logs", "helped", "-n", ns, "--previous")
+			Expect(code).To(Equal(0), errOut)
+			Expect(out).To(ContainSubstring("[node-0 attempt 0] "))
+			Expect(out).To(ContainSubstring(fmt.Sprintf("stopped after step %d; exiting with code 75", stoppedAt)))
+		}
+
 		By("the control case: without the helper the process dies of SIGTERM (143), the restart counts, and training starts over")
 		again := trainedSteps(second("unhelped"), 0)
 		Expect(again).To(Equal(upTo(steps)), "started over from step 1")
