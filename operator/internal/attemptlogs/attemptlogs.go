@@ -68,7 +68,7 @@ type Reconciler struct {
 	// their end, by UID: a kubelet removes a deleted pod's containers as soon as they stop,
 	// so their last lines are read as they are written, not after.
 	mu       sync.Mutex
-	followed map[types.UID]bool
+	followed map[types.UID]*follower
 	// followers counts the follows under way (tests wait for them).
 	followers sync.WaitGroup
 }
@@ -115,6 +115,11 @@ func (r *Reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (ctrl.Resul
 	// A graceful deletion's timestamp is when its grace period ends.
 	giveUp := pod.DeletionTimestamp.Add(HoldAfterGrace)
 	if running(pod) || r.following(pod.UID) {
+		if !running(pod) {
+			// Its containers stopped: the follow has what they wrote, once the stream
+			// delivered its last bytes (some log sources never end a followed stream).
+			r.stopFollowing(pod.UID, stopGrace)
+		}
 		if wait := giveUp.Sub(r.clock.Now()); wait > 0 {
 			// The kubelet is stopping its containers: their last lines are still to come,
 			// and are read as they come (follow), then kept.
@@ -149,13 +154,14 @@ func running(pod *corev1.Pod) bool {
 func (r *Reconciler) follow(logger logr.Logger, pod *corev1.Pod, wait time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.followed[pod.UID] {
+	if r.followed[pod.UID] != nil {
 		return
 	}
 	if r.followed == nil {
-		r.followed = map[types.UID]bool{}
+		r.followed = map[types.UID]*follower{}
 	}
-	r.followed[pod.UID] = true
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	r.followed[pod.UID] = &follower{cancel: cancel}
 	r.followers.Add(1)
 	go func() {
 		defer r.followers.Done()
@@ -164,7 +170,6 @@ func (r *Reconciler) follow(logger logr.Logger, pod *corev1.Pod, wait time.Durat
 			delete(r.followed, pod.UID)
 			r.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		if err := r.keepWith(ctx, pod, true); err != nil {
 			logger.Info("Could not keep a deleted pod's log", "err", err.Error())
@@ -182,11 +187,31 @@ func (r *Reconciler) follow(logger logr.Logger, pod *corev1.Pod, wait time.Durat
 	}()
 }
 
+// follower is a follow under way.
+type follower struct {
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// stopGrace is how long a follow goes on after the pod's containers stopped: the last bytes
+// of a stream arrive after the status that says they stopped.
+const stopGrace = 2 * time.Second
+
 // following says whether the pod's log is being followed.
 func (r *Reconciler) following(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.followed[uid]
+	return r.followed[uid] != nil
+}
+
+// stopFollowing ends the pod's follow after grace, once.
+func (r *Reconciler) stopFollowing(uid types.UID, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.followed[uid]; f != nil && !f.stopped {
+		f.stopped = true
+		time.AfterFunc(grace, f.cancel)
+	}
 }
 
 // keep copies the tail of the stopped pod's main container's log into its attempt-logs
