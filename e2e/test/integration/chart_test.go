@@ -152,8 +152,8 @@ var _ = Describe("The Helm chart", func() {
 			}
 		}
 		// operator, API server, JobSet, Kueue, the CRD upgrade Job, the queue Jobs, the Kueue
-		// roles Job, helm test
-		Expect(specs).To(HaveLen(9))
+		// roles Job, the release-pods Job, helm test
+		Expect(specs).To(HaveLen(10))
 		for _, spec := range specs {
 			Expect(spec).To(HaveKeyWithValue("securityContext", HaveKeyWithValue("runAsNonRoot", true)))
 			for _, c := range spec["containers"].([]any) {
