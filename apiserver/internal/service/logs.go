@@ -281,7 +281,7 @@ func finished(tj *trainer.TrainJob) bool {
 func (l *logStreamer) copy(ctx context.Context, sp stepPod, follow bool) error {
 	container := l.req.GetContainer()
 	if container == "" {
-		container = view.MainContainer(sp.pod)
+		container = trainer.MainContainer(sp.pod)
 	}
 	opts := &corev1.PodLogOptions{Container: container, Follow: follow, Timestamps: l.req.GetTimestamps(), TailLines: l.req.TailLines, SinceSeconds: l.req.SinceSeconds}
 	rc, err := l.s.kube.CoreAsCaller.CoreV1().Pods(sp.pod.Namespace).GetLogs(sp.pod.Name, opts).Stream(ctx)

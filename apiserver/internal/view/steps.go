@@ -15,9 +15,6 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
-// labelCompletionIndex is the Job controller's index of a pod in an indexed Job.
-const labelCompletionIndex = "batch.kubernetes.io/job-completion-index"
-
 // StepKey identifies a step by its pod's labels: the replicated job, the Job's index in
 // it, and the pod's completion index in the Job.
 type StepKey struct {
@@ -32,7 +29,7 @@ func StepKeyOf(pod *corev1.Pod) (StepKey, bool) {
 		return StepKey{}, false
 	}
 	jobIndex, _ := strconv.Atoi(pod.Labels[jobsetv1alpha2.JobIndexKey])
-	index, _ := strconv.Atoi(pod.Labels[labelCompletionIndex])
+	index, _ := strconv.Atoi(pod.Labels[trainer.LabelJobCompletionIndex])
 	return StepKey{ReplicatedJob: rj, JobIndex: jobIndex, Index: index}, true
 }
 
@@ -113,21 +110,6 @@ func stepOrder(rj string) int {
 	return 4
 }
 
-// MainContainer is the container a step's logs come from: the one named after its
-// replicated job (node, launcher, dataset-initializer, ...), else the first.
-func MainContainer(pod *corev1.Pod) string {
-	rj := pod.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
-	for _, c := range pod.Spec.Containers {
-		if c.Name == rj {
-			return c.Name
-		}
-	}
-	if len(pod.Spec.Containers) > 0 {
-		return pod.Spec.Containers[0].Name
-	}
-	return ""
-}
-
 func stepOf(pod *corev1.Pod) *kilnv1.Step {
 	phase := string(pod.Status.Phase)
 	if phase == "" {
@@ -137,7 +119,7 @@ func stepOf(pod *corev1.Pod) *kilnv1.Step {
 	if pod.Status.StartTime != nil {
 		step.StartTime = timestamppb.New(pod.Status.StartTime.Time)
 	}
-	main := MainContainer(pod)
+	main := trainer.MainContainer(pod)
 	for _, c := range pod.Spec.Containers {
 		if c.Name != main {
 			continue

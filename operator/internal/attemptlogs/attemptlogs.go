@@ -54,9 +54,6 @@ const HoldAfterGrace = 30 * time.Second
 // maxLogRead bounds what is read of a log to keep its tail: the kept MiB and some.
 const maxLogRead = 4 * kiln.AttemptLogBytes
 
-// labelCompletionIndex is the Job controller's index of a pod in an indexed Job.
-const labelCompletionIndex = "batch.kubernetes.io/job-completion-index"
-
 // Reconciler keeps the logs of a TrainJob's deleted pods.
 type Reconciler struct {
 	client client.Client
@@ -230,7 +227,7 @@ func (r *Reconciler) keepWith(ctx context.Context, pod *corev1.Pod, follow bool)
 	if tj.DeletionTimestamp != nil {
 		return nil // everything of the job goes with it
 	}
-	container := mainContainer(pod)
+	container := trainer.MainContainer(pod)
 	if container == "" || (!follow && !started(pod, container)) {
 		return nil // it never ran: nothing to keep
 	}
@@ -245,7 +242,7 @@ func (r *Reconciler) keepWith(ctx context.Context, pod *corev1.Pod, follow bool)
 	}
 	attempt := kiln.AttemptOf(pod.Labels)
 	jobIndex, _ := strconv.Atoi(pod.Labels[jobsetv1alpha2.JobIndexKey])
-	index, _ := strconv.Atoi(pod.Labels[labelCompletionIndex])
+	index, _ := strconv.Atoi(pod.Labels[trainer.LabelJobCompletionIndex])
 	rj := pod.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -256,7 +253,7 @@ func (r *Reconciler) keepWith(ctx context.Context, pod *corev1.Pod, follow bool)
 				kiln.LabelAttempt:                   strconv.Itoa(attempt),
 				jobsetv1alpha2.ReplicatedJobNameKey: rj,
 				jobsetv1alpha2.JobIndexKey:          strconv.Itoa(jobIndex),
-				labelCompletionIndex:                strconv.Itoa(index),
+				trainer.LabelJobCompletionIndex:     strconv.Itoa(index),
 			},
 			Annotations: map[string]string{
 				kiln.AnnotationLogPod:        pod.Name,
@@ -350,21 +347,6 @@ func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
 	}
 	return nil
-}
-
-// mainContainer is the container a step's log comes from: the one named after its
-// replicated job (node, launcher, ...), else the first.
-func mainContainer(pod *corev1.Pod) string {
-	rj := pod.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
-	for _, c := range pod.Spec.Containers {
-		if c.Name == rj {
-			return c.Name
-		}
-	}
-	if len(pod.Spec.Containers) > 0 {
-		return pod.Spec.Containers[0].Name
-	}
-	return ""
 }
 
 // started says whether the container ever ran (a pod deleted while pending has no log).

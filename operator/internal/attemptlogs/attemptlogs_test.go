@@ -34,7 +34,7 @@ func deletedPod(attempt, index int, age time.Duration, state corev1.ContainerSta
 			Name: fmt.Sprintf("mnist-node-0-%d-a%d", index, attempt), Namespace: "ns",
 			Labels: map[string]string{
 				jobsetv1alpha2.JobSetNameKey: "mnist", jobsetv1alpha2.ReplicatedJobNameKey: "node", jobsetv1alpha2.JobIndexKey: "0",
-				labelCompletionIndex: strconv.Itoa(index), kiln.LabelJobSetRestartAttempt: strconv.Itoa(attempt), kiln.LabelKeepLogs: "true",
+				trainer.LabelJobCompletionIndex: strconv.Itoa(index), kiln.LabelJobSetRestartAttempt: strconv.Itoa(attempt), kiln.LabelKeepLogs: "true",
 			},
 			Finalizers:                 []string{kiln.FinalizerAttemptLogs},
 			DeletionTimestamp:          ptr.To(metav1.NewTime(now.Add(-age))),
