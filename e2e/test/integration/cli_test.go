@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/e2e/test/framework"
@@ -171,6 +173,17 @@ spec:
   runtimeRef: {name: torch-distributed}
   trainer: {command: [python, train.py]}
 `
+		// Specs run in a random order, and the Kueue one may have installed Kueue's CRDs
+		// already: the API server then refuses a queue that does not exist, so it must.
+		lq := &unstructured.Unstructured{}
+		lq.SetGroupVersionKind(kueue.GroupVersion.WithKind("LocalQueue"))
+		lq.SetNamespace("ml")
+		lq.SetName("team")
+		Expect(unstructured.SetNestedField(lq.Object, "cluster-queue", "spec", "clusterQueue")).To(Succeed())
+		if err := k8s.Create(ctx, lq); !meta.IsNoMatchError(err) {
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx context.Context) { Expect(k8s.Delete(ctx, lq)).To(Succeed()) })
+		}
 		cmd := exec.Command(filepath.Join(binDir, "kiln"), "submit", "-f", "-", "--queue", "team", "--dry-run")
 		cmd.Env = append(os.Environ(), clientconfig.EnvConfig+"="+kilnConfig)
 		cmd.Stdin = strings.NewReader(manifest)
