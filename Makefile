@@ -35,7 +35,7 @@ KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl k
 PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue)
 CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go golangci-lint)
 # The real node's binaries (see "A real node" in docs).
-NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc coredns) \
+NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc coredns local-path-provisioner) \
 	$(addprefix $(BIN)/cni/,bridge host-local loopback portmap)
 # The real node (KILN_REAL_NODES, 1 by default) needs its binaries and images.
 KILN_REAL_NODES ?= 1
@@ -275,7 +275,7 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 tools: $(PLATFORM_BINARIES) $(CODEGEN_BINARIES) $(BENCH_BINARIES) ## Build every pinned tool into bin/ (the real node's: make node-tools).
 
 .PHONY: node-tools
-node-tools: $(NODE_BINARIES) node-host-packages ## Build the real node's binaries: kubelet, kube-proxy, containerd, runc, CNI plugins, CoreDNS.
+node-tools: $(NODE_BINARIES) node-host-packages ## Build the real node's binaries: kubelet, kube-proxy, containerd, runc, CNI plugins, CoreDNS, the local-path provisioner.
 
 # What the real node runs from Debian: iptables (kube-proxy, the kubelet, the CNI portmap
 # plugin call it), conntrack (kube-proxy clears stale UDP entries with it) and nftables
@@ -322,7 +322,8 @@ $(BIN)/protoc-gen-go: tools/protoc-gen-go/go.mod tools/protoc-gen-go/go.sum
 $(BIN)/protoc-gen-connect-go: tools/protoc-gen-connect-go/go.mod tools/protoc-gen-connect-go/go.sum
 	cd tools/protoc-gen-connect-go && $(TOOLS_ENV) $(GO_BUILD) -o $@ connectrpc.com/connect/cmd/protoc-gen-connect-go
 
-# The real node: kubelet and kube-proxy (tools/platform), containerd, runc, the CNI plugins, CoreDNS.
+# The real node: kubelet and kube-proxy (tools/platform), containerd, runc, the CNI plugins, CoreDNS,
+# the local-path provisioner.
 # Static binaries except runc, whose seccomp filter needs cgo and Debian's libseccomp.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: tools/containerd/go.mod tools/containerd/go.sum
 	cd tools/containerd && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -tags no_btrfs -o $@ github.com/containerd/containerd/v2/cmd/$(@F)
@@ -339,6 +340,9 @@ $(addprefix $(BIN)/cni/,$(CNI_PLUGINS)): tools/cni-plugins/go.mod tools/cni-plug
 
 $(BIN)/coredns: tools/coredns/go.mod tools/coredns/go.sum
 	cd tools/coredns && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/coredns/coredns
+
+$(BIN)/local-path-provisioner: tools/local-path/go.mod tools/local-path/go.sum
+	cd tools/local-path && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/rancher/local-path-provisioner
 
 $(BIN)/ginkgo: tools/ginkgo/go.mod tools/ginkgo/go.sum
 	cd tools/ginkgo && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/onsi/ginkgo/v2/ginkgo

@@ -182,6 +182,11 @@ func (p *Platform) Down(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// The real node's volumes were the deleted cluster's claims'. (The node's own Down
+	// keeps them: `up` restarts a node that crashed under a cluster that still has them.)
+	if err := os.RemoveAll(p.realNode(p.Out).VolumesDir()); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

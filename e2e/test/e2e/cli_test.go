@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,35 @@ import (
 
 // kilnCLI runs bin/kiln as the user of the local platform's client configuration; it
 // returns stdout, stderr and the exit code.
+// docScript is the shell script a page of the docs gives: its ```sh blocks, in order, of
+// the section under heading (all of them when heading is empty), without the lines skipped.
+func docScript(path, heading string, skip ...string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	text := string(data)
+	if heading != "" {
+		_, section, ok := strings.Cut(text, "\n"+heading+"\n")
+		Expect(ok).To(BeTrue(), "%s has no section %q", path, heading)
+		level, _, _ := strings.Cut(heading, " ")
+		text, _, _ = strings.Cut(section, "\n"+level+" ")
+	}
+	var script []string
+	inBlock := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			inBlock = true
+		case inBlock && strings.HasPrefix(line, "```"):
+			inBlock = false
+		case inBlock && !slices.Contains(skip, line):
+			script = append(script, line)
+		}
+	}
+	Expect(script).NotTo(BeEmpty(), "%s has no sh block under %q", path, heading)
+	return strings.Join(script, "\n")
+}
+
 func kilnCLI(stdin string, args ...string) (string, string, int) {
 	GinkgoHelper()
 	return kilnCLIWith(nil, stdin, args...)
@@ -174,21 +204,8 @@ var _ = Describe("kiln CLI", func() {
 		if root == "" {
 			Skip("KILN_ROOT is not set: not on the local platform")
 		}
-		data, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
-		Expect(err).NotTo(HaveOccurred())
-		var script []string
-		inBlock := false
-		for _, line := range strings.Split(string(data), "\n") {
-			switch {
-			case strings.HasPrefix(line, "```sh"):
-				inBlock = true
-			case strings.HasPrefix(line, "```"):
-				inBlock = false
-			case inBlock && line != "make up": // the platform is up already
-				script = append(script, line)
-			}
-		}
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+		script := docScript(filepath.Join(root, "docs", "quickstart.md"), "", "make up") // the platform is up already
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "the quickstart failed:\n%s", out)

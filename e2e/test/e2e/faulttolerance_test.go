@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -70,39 +72,22 @@ EOF
 exec ${LAUNCH:-torchrun} /tmp/train.py`
 
 // checkpointVolume gives namespace ns the PersistentVolumeClaim kiln-checkpoints the spot
-// runtime mounts: a hostPath volume of the real node (in /run/kiln, which the platform
-// removes on down), bound to it statically.
+// runtime mounts, as docs/fault-tolerance.md says to: ReadWriteMany, of the platform's
+// default StorageClass (the real node's local-path provisioner), and waits until it is bound.
 func checkpointVolume(ctx context.Context, ns string) {
 	GinkgoHelper()
-	dir := filepath.Join("/run/kiln/e2e-checkpoints", ns)
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-checkpoints"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              "",
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "kiln-checkpoints"},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate),
-			}},
-		},
-	}
-	Expect(k8s.Create(ctx, pv)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8s.Delete(ctx, pv))).To(Succeed())
-		_ = os.RemoveAll(dir)
-	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "kiln-checkpoints", Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			StorageClassName: ptr.To(""),
-			VolumeName:       pv.Name,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
 	Expect(k8s.Create(ctx, pvc)).To(Succeed())
+	Eventually(ctx, func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)).To(Succeed())
+		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound), "the local-path provisioner binds a claim of the default class")
+	}).WithTimeout(time.Minute).Should(Succeed())
 }
 
 // spotJob is a TrainJob of runtime (the spot runtime or a copy of it) whose pods run
@@ -207,6 +192,64 @@ func restartsOf(ctx context.Context, g Gomega, ns, name string) trainer.Restarts
 // faultToleranceSpecs train on the real node (see onTheRealNode).
 func faultToleranceSpecs() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
+
+	It("runs docs/fault-tolerance.md's local example as written: a claim of the default StorageClass, an eviction, an uncounted restart, every rank resuming, kept logs", func(ctx context.Context) {
+		root := os.Getenv("KILN_ROOT")
+		if root == "" || os.Getenv("KILN_CONFIG") == "" {
+			Skip("KILN_ROOT and KILN_CONFIG are not set: not on the local platform")
+		}
+		script := docScript(filepath.Join(root, "docs", "fault-tolerance.md"), "## Try it on this machine")
+		const ns, claim = "ft-demo", "kiln-checkpoints"
+		removeNamespace := func(ctx context.Context) {
+			GinkgoHelper()
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+			Eventually(ctx, func() bool {
+				return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+			}).WithTimeout(2*time.Minute).Should(BeTrue(), "namespace %s is gone", ns)
+		}
+		removeNamespace(ctx) // what a run killed half way left
+		DeferCleanup(func(ctx context.Context) {
+			By("deleting the namespace, as the page says: the claim's volume and its directory go too")
+			removeNamespace(ctx)
+			volumes := filepath.Join(root, "bin", "platform", "node", "volumes")
+			Eventually(ctx, func(g Gomega) {
+				var pvs corev1.PersistentVolumeList
+				g.Expect(k8s.List(ctx, &pvs)).To(Succeed())
+				for _, pv := range pvs.Items {
+					if ref := pv.Spec.ClaimRef; ref != nil {
+						g.Expect(ref.Namespace).NotTo(Equal(ns), "volume %s of the deleted claim", pv.Name)
+					}
+				}
+				dirs, err := filepath.Glob(filepath.Join(volumes, "*_"+ns+"_"+claim))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(dirs).To(BeEmpty())
+			}).WithTimeout(time.Minute).Should(Succeed())
+		})
+
+		cmdCtx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(cmdCtx, "bash", "-euo", "pipefail", "-c", script)
+		cmd.Dir = root
+		started := time.Now()
+		outBytes, err := cmd.CombinedOutput()
+		out := string(outBytes)
+		GinkgoWriter.Printf("--- the page's commands:\n%s", out)
+		Expect(err).NotTo(HaveOccurred(), "the page's example failed:\n%s", out)
+		AddReportEntry("docs/fault-tolerance.md's example, from the namespace to Complete", time.Since(started).Round(100*time.Millisecond).String())
+
+		Expect(out).To(MatchRegexp(`local-path \(default\)\s+rancher.io/local-path\s+Delete\s+Immediate`))
+		Expect(out).To(ContainSubstring("persistentvolumeclaim/kiln-checkpoints condition met"))
+		Expect(out).To(ContainSubstring("trainjob ft-demo/spot-demo Complete (AllJobsCompleted)"))
+		Expect(out).To(MatchRegexp(`Restarts:\s+1 \(0 of maxRestarts 3 counted; disruptions do not count\), last: Disruption`))
+		Expect(out).To(MatchRegexp(`Kept logs:\s+attempts 0 `))
+		Expect(out).To(ContainSubstring("kiln.checkpoint: received SIGTERM; saving a checkpoint at the end of this step, then exiting with code 75"))
+		stopped := regexp.MustCompile(`kiln.checkpoint: stopped after step (\d+); exiting with code 75`).FindStringSubmatch(out)
+		Expect(stopped).NotTo(BeNil(), "the evicted rank's last words, from the kept log of attempt 0")
+		step, _ := strconv.Atoi(stopped[1])
+		Expect(step).To(BeNumerically(">=", 20), "evicted after the first periodic checkpoint")
+		Expect(out).To(ContainSubstring(fmt.Sprintf("kiln.checkpoint: resuming from step %d (/kiln/checkpoints/step-%09d.ckpt)", step, step)))
+		Expect(out).To(MatchRegexp(`rank 0 step 60 loss `))
+	})
 
 	It("survives losing a node: emergency checkpoint, group restart not counted, every rank resumes, exactly N steps", func(ctx context.Context) {
 		const steps, interval = 60, 20

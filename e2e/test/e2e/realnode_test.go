@@ -358,9 +358,14 @@ var _ = Describe("the real node after a crash", Serial, func() {
 		cfg := platform.DefaultConfig(root)
 		ns := newNamespace(ctx, "real-crash")
 		runRealPod(ctx, ns, "survivor", "sleep", "3600")
+		checkpointVolume(ctx, ns)
+		claim := &corev1.PersistentVolumeClaim{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kiln-checkpoints"}, claim)).To(Succeed())
+		volume := filepath.Join(cfg.StateDir, "node", "volumes", claim.Spec.VolumeName+"_"+ns+"_kiln-checkpoints")
+		Expect(volume).To(BeADirectory())
 
 		By("killing the node's components and containerd's shims with SIGKILL")
-		for _, name := range []string{"kubelet", "containerd", "kube-proxy", "coredns", "apiserver-forward"} {
+		for _, name := range []string{"kubelet", "containerd", "kube-proxy", "coredns", "local-path-provisioner", "apiserver-forward"} {
 			data, err := os.ReadFile(filepath.Join(cfg.RunDir(), name+".pid"))
 			Expect(err).NotTo(HaveOccurred())
 			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
@@ -379,5 +384,10 @@ var _ = Describe("the real node after a crash", Serial, func() {
 			out, err := kubectl("", "exec", "-n", ns, "survivor", "--", "true")
 			g.Expect(err).NotTo(HaveOccurred(), out)
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("keeping the claims' volumes, and provisioning new ones")
+		Expect(volume).To(BeADirectory(), "the cluster still has the claim: its data stays")
+		other := newNamespace(ctx, "real-crash")
+		checkpointVolume(ctx, other)
 	})
 })

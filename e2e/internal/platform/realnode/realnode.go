@@ -1,6 +1,6 @@
 // Package realnode runs the local platform's real node, kiln-node-0, on this machine: a
-// kubelet, containerd and runc, the bridge CNI, kube-proxy and CoreDNS, each a process
-// started from bin/, and undoes everything it changed on the host when it stops
+// kubelet, containerd and runc, the bridge CNI, kube-proxy, CoreDNS and the local-path
+// provisioner (the default StorageClass), each a process started from bin/, and undoes everything it changed on the host when it stops
 // (iptables, cgroups, mounts, sysctls; realnode_host.go).
 package realnode
 
@@ -58,6 +58,7 @@ func (n Node) Processes() []process.Process {
 		containerd,
 		proc("coredns", "coredns", "-conf="+filepath.Join(cfg, "Corefile")),
 		proc("kube-proxy", "kube-proxy", "--config="+filepath.Join(cfg, "kube-proxy.yaml")),
+		proc("local-path-provisioner", "local-path-provisioner", n.provisionerArgs()...),
 		proc("kubelet", "kubelet", n.kubeletArgs(filepath.Join(cfg, "kubelet.yaml"), filepath.Join(cfg, "kubelet.kubeconfig"))...),
 	)
 }
@@ -92,7 +93,7 @@ func (n Node) Up(ctx context.Context, cs *cluster.Clients) error {
 	if err := n.recordHostState(); err != nil {
 		return err
 	}
-	for _, d := range []string{n.Dir(), n.RuntimeDir(), n.cniConfDir(), n.podLogsDir()} {
+	for _, d := range []string{n.Dir(), n.RuntimeDir(), n.cniConfDir(), n.podLogsDir(), n.VolumesDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -110,7 +111,11 @@ func (n Node) Up(ctx context.Context, cs *cluster.Clients) error {
 	if err != nil {
 		return err
 	}
-	if err := n.writeConfigs(ctx, cs, sandbox); err != nil {
+	torch, err := ArchiveRef(filepath.Join(n.BinDir, "images", "torch-cpu.tar"))
+	if err != nil {
+		return err
+	}
+	if err := n.writeConfigs(ctx, cs, sandbox, torch); err != nil {
 		return err
 	}
 	for _, proc := range procs {
@@ -129,19 +134,21 @@ func (n Node) Up(ctx context.Context, cs *cluster.Clients) error {
 	if err := n.waitReady(ctx, cs); err != nil {
 		return err
 	}
-	n.logf("real node %s: Ready in %s (kubelet, containerd, kube-proxy, CoreDNS; pods in %s, Services in %s; logs in %s)",
-		Name, time.Since(start).Round(100*time.Millisecond), NodePodCIDR, ServiceCIDR, n.LogsDir)
+	n.logf("real node %s: Ready in %s (kubelet, containerd, kube-proxy, CoreDNS, local-path provisioner; pods in %s, Services in %s; volumes of StorageClass %s in %s; logs in %s)",
+		Name, time.Since(start).Round(100*time.Millisecond), NodePodCIDR, ServiceCIDR, StorageClass, n.VolumesDir(), n.LogsDir)
 	return nil
 }
 
 // writeConfigs writes each component's configuration and kubeconfig, and applies
-// the cluster objects they need: CoreDNS's RBAC and the kube-dns Service.
-func (n Node) writeConfigs(ctx context.Context, cs *cluster.Clients, sandboxImage string) error {
+// the cluster objects they need: CoreDNS's RBAC and the kube-dns Service, the local-path
+// provisioner's RBAC, configuration and StorageClass (its helper pods run torchImage).
+func (n Node) writeConfigs(ctx context.Context, cs *cluster.Clients, sandboxImage, torchImage string) error {
 	cfg := n.ConfigDir
 	kubeconfigs := map[string][]string{
 		"kubelet.kubeconfig":    {"system:node:" + Name, "system:nodes"},
 		"kube-proxy.kubeconfig": {"system:kube-proxy", "system:authenticated"},
 		"coredns.kubeconfig":    {"system:coredns", "system:authenticated"},
+		"local-path.kubeconfig": {storageUser, "system:authenticated"},
 	}
 	for file, id := range kubeconfigs {
 		out, err := n.IssueKubeconfig(ctx, id[0], id[1])
@@ -176,7 +183,11 @@ func (n Node) writeConfigs(ctx context.Context, cs *cluster.Clients, sandboxImag
 			return err
 		}
 	}
-	return cs.Apply(ctx, clusterDNSObjects()...)
+	storage, err := n.storageObjects(torchImage)
+	if err != nil {
+		return err
+	}
+	return cs.Apply(ctx, append(clusterDNSObjects(), storage...)...)
 }
 
 // clusterDNSObjects are CoreDNS's permissions (as kubeadm grants them) and the kube-dns
@@ -291,6 +302,8 @@ func (n Node) Down(ctx context.Context) error {
 			}
 		}
 	}
+	// The provisioner first: it would start helper pods on a node going away.
+	stop("local-path-provisioner")
 	stop("kubelet")
 	if _, running := n.component("containerd").Running(); running {
 		if err := n.removeSandboxes(ctx); err != nil {
