@@ -310,8 +310,15 @@ $(BIN)/kueue: $(PLATFORM_MODULE)
 $(BIN)/controller-gen: tools/controller-gen/go.mod tools/controller-gen/go.sum
 	cd tools/controller-gen && $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# Stamped as helm's own Makefile does: its version, and the Kubernetes version of its client-go
+# (1.<minor>), which `helm template` and `helm lint` assume without --kube-version (unstamped:
+# v1.20, older than the chart's kubeVersion).
 $(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
-	cd tools/helm && $(TOOLS_ENV) $(GO_BUILD) -o $@ helm.sh/helm/v3/cmd/helm
+	cd tools/helm && helm="$$($(TOOLS_ENV) go list -m -f '{{.Version}}' helm.sh/helm/v3)" && \
+		client="$$($(TOOLS_ENV) go list -m -f '{{.Version}}' k8s.io/client-go)" && minor="$$(echo "$$client" | cut -d. -f2)" && \
+		$(TOOLS_ENV) go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$helm \
+			$(foreach pkg,pkg/lint/rules pkg/chartutil,-X helm.sh/helm/v3/$(pkg).k8sVersionMajor=1 -X helm.sh/helm/v3/$(pkg).k8sVersionMinor=$$minor)" \
+		-o $@ helm.sh/helm/v3/cmd/helm
 
 $(BIN)/buf: tools/buf/go.mod tools/buf/go.sum
 	cd tools/buf && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/bufbuild/buf/cmd/buf
@@ -344,6 +351,9 @@ $(BIN)/coredns: tools/coredns/go.mod tools/coredns/go.sum
 $(BIN)/local-path-provisioner: tools/local-path/go.mod tools/local-path/go.sum
 	cd tools/local-path && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/rancher/local-path-provisioner
 
+$(BIN)/helm-docs: tools/helm-docs/go.mod tools/helm-docs/go.sum
+	cd tools/helm-docs && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/norwoodj/helm-docs/cmd/helm-docs
+
 $(BIN)/ginkgo: tools/ginkgo/go.mod tools/ginkgo/go.sum
 	cd tools/ginkgo && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/onsi/ginkgo/v2/ginkgo
 
@@ -366,7 +376,7 @@ lint: $(BIN)/golangci-lint ## Lint every module (golangci-lint, config in .golan
 	GOLANGCI_LINT_CACHE=$(BIN)/golangci-lint-cache golangci-lint run $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 .PHONY: generate
-generate: $(BIN)/controller-gen generate-proto generate-sdk ## Regenerate every generated artifact.
+generate: $(BIN)/controller-gen $(BIN)/helm-docs generate-proto generate-sdk ## Regenerate every generated artifact.
 	cd api && controller-gen object paths="./trainer/...;./kiln/..." \
 		crd:generateEmbeddedObjectMeta=true paths="./trainer/...;./kiln/..." output:crd:dir=./config/crd
 	cd operator && controller-gen webhook rbac:roleName=kiln-operator paths=./... \
@@ -374,6 +384,8 @@ generate: $(BIN)/controller-gen generate-proto generate-sdk ## Regenerate every 
 	cd apiserver && controller-gen rbac:roleName=kiln-apiserver paths=./... output:rbac:artifacts:config=./config/rbac
 	go run ./cli/cmd/kiln-docs docs/cli.md
 	go run ./build/cmd/kiln-chart
+	@# The chart's README: its values table from the `# --` comments of values.yaml.
+	helm-docs --chart-search-root charts --chart-to-generate charts/kiln --sort-values-order file --skip-version-footer --log-level warning
 	@# buf's tests import a module version the proxy refuses; `-e` tidies buf regardless (its commands build).
 	cd tools && for d in */; do \
 		if [ "$$d" = buf/ ]; then flags="-e"; else flags=""; fi; \

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kiln-ml/kiln/api/buildinfo"
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 )
@@ -40,7 +41,8 @@ func newMetrics() *metrics {
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"procedure"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.requests, m.duration, buildinfo.Collector("apiserver"),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -24,12 +24,15 @@ type Dependency struct {
 	Module string
 	// ImageTag is the path, in the umbrella chart's values, of the dependency's image tag.
 	ImageTag []string
+	// Repository is where upstream publishes the chart (Chart.yaml's repository), so that
+	// `helm dependency build` works outside a clone.
+	Repository string
 }
 
 // Dependencies are JobSet's and Kueue's charts.
 var Dependencies = []Dependency{
-	{Name: "jobset", Tool: "platform", Module: "sigs.k8s.io/jobset", ImageTag: []string{"jobset", "image", "tag"}},
-	{Name: "kueue", Tool: "platform", Module: "sigs.k8s.io/kueue", ImageTag: []string{"kueue", "controllerManager", "manager", "image", "tag"}},
+	{Name: "jobset", Tool: "platform", Module: "sigs.k8s.io/jobset", ImageTag: []string{"jobset", "image", "tag"}, Repository: "oci://registry.k8s.io/jobset/charts"},
+	{Name: "kueue", Tool: "platform", Module: "sigs.k8s.io/kueue", ImageTag: []string{"kueue", "controllerManager", "manager", "image", "tag"}, Repository: "oci://registry.k8s.io/kueue/charts"},
 }
 
 // ownKeys are the keys of a dependency's values that are the umbrella chart's, not the
@@ -70,7 +73,7 @@ func PinnedModule(root, tool, module string) (version, dir string, err error) {
 func CheckDependencies(root string) error {
 	chartDir := filepath.Join(root, "charts", "kiln")
 	var meta struct {
-		Dependencies []struct{ Name, Version string }
+		Dependencies []struct{ Name, Version, Repository string }
 	}
 	if err := readYAML(filepath.Join(chartDir, "Chart.yaml"), &meta); err != nil {
 		return err
@@ -106,6 +109,9 @@ func CheckDependencies(root string) error {
 				found = true
 				if d.Version != chartVersion {
 					problems = append(problems, fmt.Sprintf("Chart.yaml: dependency %s has version %s; tools/%s pins %s: set it to %s", dep.Name, d.Version, dep.Tool, version, chartVersion))
+				}
+				if d.Repository != dep.Repository {
+					problems = append(problems, fmt.Sprintf("Chart.yaml: dependency %s has repository %q; upstream publishes it at %s: set it", dep.Name, d.Repository, dep.Repository))
 				}
 			}
 		}

@@ -60,6 +60,7 @@ func TestCheckDependencies(t *testing.T) {
 
 	root, chart := copyRoot(t)
 	edit(t, filepath.Join(chart, "Chart.yaml"), "version: 0.12.0", "version: 0.11.0")
+	edit(t, filepath.Join(chart, "Chart.yaml"), "repository: oci://registry.k8s.io/kueue/charts", "repository: file://../kueue")
 	edit(t, filepath.Join(chart, "values.yaml"), "tag: v0.19.0", "tag: release-0.19")
 	schemaPath := filepath.Join(chart, "values.schema.json")
 	var schema map[string]any
@@ -81,6 +82,7 @@ func TestCheckDependencies(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Chart.yaml: dependency jobset has version 0.11.0; tools/platform pins v0.12.0: set it to 0.12.0",
+		`Chart.yaml: dependency kueue has repository "file://../kueue"; upstream publishes it at oci://registry.k8s.io/kueue/charts: set it`,
 		"values.yaml: kueue.controllerManager.manager.image.tag is release-0.19; tools/platform pins v0.19.0",
 		"properties.jobset lacks controller, a key of jobset's chart",
 		"properties.jobset.properties.enabled is not a key of jobset's chart",
@@ -89,5 +91,36 @@ func TestCheckDependencies(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// TestReadmeDescribesEveryValue: the chart's README (helm-docs, from values.yaml's `# --`
+// comments) says what each value it lists is for.
+func TestReadmeDescribesEveryValue(t *testing.T) {
+	root, err := pinned.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "charts", "kiln", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, values, ok := strings.Cut(string(data), "\n## Values\n")
+	if !ok {
+		t.Fatal("charts/kiln/README.md has no Values section: run make generate")
+	}
+	rows := 0
+	for _, line := range strings.Split(values, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 6 || strings.HasPrefix(line, "|-") || strings.TrimSpace(cells[1]) == "Key" {
+			continue
+		}
+		rows++
+		if strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("value %s has no description: give it a `# --` comment in charts/kiln/values.yaml, then make generate", strings.TrimSpace(cells[1]))
+		}
+	}
+	if rows < 50 {
+		t.Errorf("the README lists %d values; want them all", rows)
 	}
 }

@@ -44,7 +44,8 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Scheduling and pull settings shared by Kiln's pods, from .values (operator or apiserver). */}}
+{{/* Scheduling and pull settings shared by Kiln's pods, from .values (operator or apiserver); the
+topology spread constraints only for a Deployment's pods (.component), whose labels they select. */}}
 {{- define "kiln.podSettings" -}}
 {{- with (concat .root.Values.imagePullSecrets .values.imagePullSecrets) }}
 imagePullSecrets:
@@ -61,6 +62,15 @@ tolerations:
 {{- with .values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if and .component .values.topologySpreadConstraints }}
+{{- $selector := dict "matchLabels" (include "kiln.selectorLabels" (dict "root" .root "component" .component) | fromYaml) }}
+{{- $constraints := list }}
+{{- range .values.topologySpreadConstraints }}
+{{- $constraints = append $constraints (merge (dict) . (dict "labelSelector" $selector)) }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $constraints | nindent 2 }}
 {{- end }}
 {{- with .values.priorityClassName }}
 priorityClassName: {{ . }}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -73,6 +75,47 @@ func containerArgs(deploy *unstructured.Unstructured) []string {
 }
 
 var _ = Describe("The Helm chart", func() {
+	It("renders with a bare `helm template`, which assumes the Kubernetes version helm was built for", func() {
+		root, err := pinned.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.Command(filepath.Join(binDir, "helm"), "template", "kiln", filepath.Join(root, "charts", "kiln")).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(ContainSubstring("kind: Deployment"))
+		out, err = exec.Command(filepath.Join(binDir, "helm"), "version", "--short").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(HavePrefix("v3."), "helm says its version")
+	})
+
+	It("has every object the install and observability docs name, by that name", func() {
+		objs, out, err := helmTemplate("kiln-system", "defaultQueues.enabled=true", "monitoring.serviceMonitor.enabled=true",
+			"monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "apiserver.podDisruptionBudget.enabled=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		names := map[string]bool{}
+		for _, o := range objs {
+			names[o.GetName()] = true
+		}
+		root, err := pinned.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		// Not objects of the chart: the namespace the docs install into, the images'
+		// registry, the local platform's ClusterQueue.
+		notObjects := map[string]bool{"kiln-system": true, "kiln-ml": true, "kiln-chart-default": true}
+		name := regexp.MustCompile("`((?:kiln|<release>)-[a-z0-9-]+)(?:\\.<namespace>\\.svc)?`")
+		checked := 0
+		for _, doc := range []string{"install.md", "observability.md"} {
+			data, err := os.ReadFile(filepath.Join(root, "docs", doc))
+			Expect(err).NotTo(HaveOccurred())
+			for _, m := range name.FindAllStringSubmatch(string(data), -1) {
+				n := strings.Replace(m[1], "<release>", "kiln", 1) // the test's release is called kiln
+				if notObjects[n] {
+					continue
+				}
+				checked++
+				Expect(names).To(HaveKey(n), "docs/%s names %s, which the chart does not create", doc, m[1])
+			}
+		}
+		Expect(checked).To(BeNumerically(">", 10))
+	})
+
 	It("renders objects the apiserver accepts, in the release namespace, wired to each other", func(ctx context.Context) {
 		objs, out, err := helmTemplate("ml-platform", kilnOnly...)
 		Expect(err).NotTo(HaveOccurred(), out)
@@ -184,6 +227,28 @@ var _ = Describe("The Helm chart", func() {
 		api := find(objs, "Deployment", "kiln-apiserver")
 		containers, _, _ := unstructured.NestedSlice(api.Object, "spec", "template", "spec", "containers")
 		Expect(containers[0]).To(HaveKeyWithValue("image", "ghcr.io/kiln-ml/kiln-apiserver:v9"))
+		Expect(kinds(objs, "PodDisruptionBudget")).To(HaveLen(1), "the API server's only when asked")
+		_, found, _ := unstructured.NestedSlice(api.Object, "spec", "template", "spec", "topologySpreadConstraints")
+		Expect(found).To(BeFalse())
+
+		By("spreading the API server's replicas, with a budget")
+		objs, out, err = helmTemplate("kiln-system", "apiserver.replicas=3", "apiserver.podDisruptionBudget.enabled=true",
+			"apiserver.podDisruptionBudget.minAvailable=2",
+			"apiserver.topologySpreadConstraints[0].maxSkew=1", "apiserver.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+			"apiserver.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway")
+		Expect(err).NotTo(HaveOccurred(), out)
+		pdb := find(objs, "PodDisruptionBudget", "kiln-apiserver")
+		Expect(pdb.Object["spec"]).To(HaveKeyWithValue("minAvailable", BeEquivalentTo(2)))
+		selector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+		Expect(selector).To(HaveKeyWithValue("app.kubernetes.io/component", "apiserver"))
+		api = find(objs, "Deployment", "kiln-apiserver")
+		spread, _, _ := unstructured.NestedSlice(api.Object, "spec", "template", "spec", "topologySpreadConstraints")
+		Expect(spread).To(ConsistOf(And(
+			HaveKeyWithValue("topologyKey", "topology.kubernetes.io/zone"),
+			HaveKeyWithValue("labelSelector", HaveKeyWithValue("matchLabels", Equal(map[string]any{
+				"app.kubernetes.io/name": "kiln", "app.kubernetes.io/instance": "kiln", "app.kubernetes.io/component": "apiserver",
+			}))),
+		)), "a constraint without a labelSelector selects the component's pods")
 	})
 
 	It("uses cert-manager when asked: a Certificate, CA injection, and the operator reading the files", func() {
@@ -324,13 +389,30 @@ var _ = Describe("The Helm chart", func() {
 		Expect(endpoints[0]).To(HaveKeyWithValue("scheme", "https"))
 		Expect(endpoints[0]).To(HaveKeyWithValue("port", "metrics"))
 		Expect(find(objs, "Service", "kiln-operator-metrics").GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/component", "operator"), "the ServiceMonitor selects it")
+		By("sending the token of a ServiceAccount allowed to get /metrics, from a Secret (authorization, not bearerTokenFile)")
+		for _, e := range endpoints {
+			Expect(e).NotTo(HaveKey("bearerTokenFile"))
+			Expect(e).To(HaveKeyWithValue("authorization", map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "kiln-metrics-scraper", "key": "token"}}))
+		}
+		secret := find(objs, "Secret", "kiln-metrics-scraper")
+		Expect(secret.Object["type"]).To(Equal("kubernetes.io/service-account-token"))
+		Expect(secret.GetAnnotations()).To(HaveKeyWithValue("kubernetes.io/service-account.name", "kiln-metrics-scraper"))
+		find(objs, "ServiceAccount", "kiln-metrics-scraper")
+		binding := find(objs, "ClusterRoleBinding", "kiln-metrics-scraper")
+		Expect(binding.Object["roleRef"]).To(HaveKeyWithValue("name", "kiln-metrics-reader"))
 
 		groups, _, _ := unstructured.NestedSlice(find(objs, "PrometheusRule", "kiln").Object, "spec", "groups")
 		rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
 		var alerts []string
 		for _, r := range rules {
 			alerts = append(alerts, r.(map[string]any)["alert"].(string))
-			Expect(r.(map[string]any)["expr"]).NotTo(BeEmpty())
+			expr := r.(map[string]any)["expr"].(string)
+			// Kueue's trainjob reconciler has the same controller label: every selector is this
+			// release's operator's scrape job's.
+			for _, selector := range regexp.MustCompile(`\b(?:kiln|controller_runtime|up)[a-z_]*\{[^}]*\}`).FindAllString(expr, -1) {
+				Expect(selector).To(ContainSubstring(`job="kiln-operator-metrics",namespace="kiln-system"`), expr)
+			}
+			Expect(expr).NotTo(MatchRegexp(`\b(?:kiln|controller_runtime)_[a-z_]*\[`), "a metric without a selector: %s", expr)
 		}
 		Expect(alerts).To(ConsistOf("KilnTimerLagHigh", "KilnReconcileErrors", "KilnJobSetWritesFailing", "KilnJobsStuckQueued", "KilnOperatorDown"))
 
@@ -341,6 +423,15 @@ var _ = Describe("The Helm chart", func() {
 		Expect(json.Unmarshal([]byte(cm.Object["data"].(map[string]any)["kiln.json"].(string)), &dashboard)).To(Succeed(), "the dashboard is JSON")
 		Expect(dashboard["title"]).To(Equal("Kiln"))
 		Expect(dashboard["panels"]).NotTo(BeEmpty())
+		raw := cm.Object["data"].(map[string]any)["kiln.json"].(string)
+		exprs := regexp.MustCompile(`"expr": "((?:[^"\\]|\\.)*)"`).FindAllStringSubmatch(raw, -1)
+		Expect(exprs).NotTo(BeEmpty())
+		for _, e := range exprs {
+			for _, m := range regexp.MustCompile(`\b(?:kiln|controller_runtime|workqueue)_[a-z_]*(\{[^}]*\})?`).FindAllStringSubmatch(e[1], -1) {
+				Expect(m[1]).To(HavePrefix(`{namespace=~\"$namespace\",job=~\"$job\"`), "the dashboard's %s keeps to Kiln's scrape jobs", m[0])
+			}
+		}
+		Expect(raw).To(ContainSubstring(`label_values(kiln_build_info{namespace=~\"$namespace\"}, job)`))
 
 		for _, name := range []string{"kiln-operator", "kiln-apiserver"} {
 			containers, _, _ := unstructured.NestedSlice(find(objs, "Deployment", name).Object, "spec", "template", "spec", "containers")
@@ -348,6 +439,14 @@ var _ = Describe("The Helm chart", func() {
 				map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.monitoring:4318"},
 				map[string]any{"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_always_on"}), name)
 		}
+
+		By("taking the token from the admin's Secret instead")
+		objs, out, err = helmTemplate("kiln-system", append([]string{"monitoring.serviceMonitor.enabled=true",
+			"monitoring.serviceMonitor.authorization.secretName=prometheus-token", "monitoring.serviceMonitor.authorization.key=bearer"}, kilnOnly...)...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		endpoints, _, _ = unstructured.NestedSlice(find(objs, "ServiceMonitor", "kiln").Object, "spec", "endpoints")
+		Expect(endpoints[0]).To(HaveKeyWithValue("authorization", HaveKeyWithValue("credentials", map[string]any{"name": "prometheus-token", "key": "bearer"})))
+		Expect(kinds(objs, "Secret")).NotTo(ContainElement(WithTransform(func(o *unstructured.Unstructured) string { return o.GetName() }, Equal("kiln-metrics-scraper"))))
 
 		_, out, err = helmTemplate("kiln-system", append([]string{"monitoring.serviceMonitor.enabled=true", "operator.metrics.enabled=false"}, kilnOnly...)...)
 		Expect(err).To(HaveOccurred())

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/kiln-ml/kiln/api/buildinfo"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -123,6 +124,7 @@ var counted = []prometheus.Collector{stateTransitions, deadlinesExceeded, ttlDel
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(counted...)
+	ctrlmetrics.Registry.MustRegister(buildinfo.Collector("operator"))
 }
 
 // counterVec is a counter by these labels.
