@@ -2,9 +2,12 @@ package images
 
 import (
 	"archive/tar"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +19,31 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// ReadArchive returns the image index an OCI archive of WriteArchive holds.
+// ReadArchive returns the image index an OCI archive of WriteArchive holds. The layout
+// reads its blobs lazily from a temporary directory, which lives as long as the process: a
+// long-running caller uses OpenArchive.
 func ReadArchive(file string) (v1.ImageIndex, error) {
+	idx, _, err := OpenArchive(file)
+	return idx, err
+}
+
+// OpenArchive is ReadArchive, with a function that removes its temporary directory once the
+// index is no longer read.
+func OpenArchive(file string) (v1.ImageIndex, func(), error) {
 	dir, err := os.MkdirTemp("", "kiln-image-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The layout reads its blobs lazily: the directory lives as long as the process.
+	done := func() { _ = os.RemoveAll(dir) }
+	idx, err := readLayout(file, dir)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return idx, done, nil
+}
+
+func readLayout(file, dir string) (v1.ImageIndex, error) {
 	if err := untarLayout(file, dir); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", file, err)
 	}
@@ -45,16 +66,37 @@ func ReadArchive(file string) (v1.ImageIndex, error) {
 }
 
 // Push pushes idx to ref (registry/repository:tag), with the credentials of the Docker
-// config (docker login) when the registry asks for them.
-func Push(idx v1.ImageIndex, ref string, opts ...name.Option) error {
-	r, err := name.ParseReference(ref, opts...)
+// config (docker login) when the registry asks for them, and the options given (a
+// transport trusting the registry's CA, say).
+func Push(idx v1.ImageIndex, ref string, nameOpts []name.Option, opts ...remote.Option) error {
+	r, err := name.ParseReference(ref, nameOpts...)
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", ref, err)
 	}
-	if err := remote.WriteIndex(r, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	opts = append([]remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	if err := remote.WriteIndex(r, idx, opts...); err != nil {
 		return fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	return nil
+}
+
+// TrustingTransport is an HTTP transport that trusts the system's CAs and those in the PEM
+// file caFile: for a registry whose certificate a private CA signed.
+func TrustingTransport(caFile string) (http.RoundTripper, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 func untarLayout(file, dir string) error {

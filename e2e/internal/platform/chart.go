@@ -37,7 +37,8 @@ func (p *Platform) chart() chart.Release {
 		QPS:            p.Controller.QPS,
 		Burst:          p.Controller.Burst,
 		Concurrency:    p.Controller.Concurrency,
-		ImportImage:    p.realNode(p.Out).ImportImage,
+		Registry:       p.RegistryHost(),
+		PushImage:      p.PushImage,
 	}
 }
 

@@ -49,7 +49,9 @@ type Config struct {
 	// OTLPPort is where the operator and the API server export their traces (OTLP/HTTP on
 	// 127.0.0.1): run a collector or Jaeger there to see them; the tracing spec listens there.
 	OTLPPort int
-	GPUNodes int
+	// RegistryPort is where the platform's OCI registry serves HTTPS on 127.0.0.1.
+	RegistryPort int
+	GPUNodes     int
 	// RealNodes is how many real nodes run beside the KWOK fleet: 1 (kiln-node-0, a
 	// kubelet with containerd on this machine) or 0.
 	RealNodes        int
@@ -137,6 +139,7 @@ func DefaultConfig(root string) Config {
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,
 		OTLPPort:         18318,
+		RegistryPort:     18500,
 		GPUNodes:         4,
 		RealNodes:        1,
 		GPUsPerNode:      8,

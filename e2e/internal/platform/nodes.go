@@ -131,6 +131,8 @@ func (c Config) realNode(out io.Writer) realnode.Node {
 		ForwardPorts:    forwardedPorts(c),
 		Timeout:         c.ComponentTimeout,
 		IssueKubeconfig: c.issueKubeconfig,
+		Registry:        c.RegistryHost(),
+		RegistryCA:      c.PKI().CAFile(),
 		Out:             out,
 	}
 }

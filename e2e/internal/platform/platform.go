@@ -42,6 +42,9 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := os.WriteFile(p.PodLogFile(), []byte(podLog), 0o644); err != nil {
 		return fmt.Errorf("writing simulated pod log: %w", err)
 	}
+	if err := p.registryUp(ctx); err != nil {
+		return err
+	}
 	if err := p.controlPlaneUp(ctx); err != nil {
 		return err
 	}
@@ -159,7 +162,7 @@ func (p *Platform) clients() (*cluster.Clients, error) {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	var errs []error
-	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess()}, p.chart().Forwards("")...)
+	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess(), p.RegistryProcess()}, p.chart().Forwards("")...)
 	for _, proc := range append(procs, p.addons().Processes()...) {
 		if err := proc.StopReporting(p.Out); err != nil {
 			errs = append(errs, err)
@@ -218,6 +221,7 @@ func (p *Platform) Status(ctx context.Context) bool {
 	default:
 		procs = append(p.addons().Processes(), p.TrainerProcess())
 	}
+	procs = append(procs, p.RegistryProcess())
 	if p.RealNodes > 0 {
 		procs = append(procs, p.realNode(p.Out).Processes()...)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -52,12 +53,13 @@ var _ = Describe("the Helm chart's install", Label(chartMode), Serial, Ordered, 
 		Expect(strings.Count(out, "Phase:          Succeeded")).To(Equal(3), out)
 	})
 
-	It("runs JobSet and Kueue from their own charts as pods, and creates its default queues once Kueue serves them", func(ctx context.Context) {
+	It("runs JobSet and Kueue from their own charts as pods, every image pulled from the platform's registry, and creates its default queues once Kueue serves them", func(ctx context.Context) {
+		registry := p.RegistryHost()
 		for name, image := range map[string]string{
-			platform.ReleaseName + "-jobset-controller":        "kiln.local/jobset:",
-			platform.ReleaseName + "-kueue-controller-manager": "kiln.local/kueue:",
-			platform.ReleaseName + "-operator":                 "kiln.local/kiln-operator:",
-			platform.ReleaseName + "-apiserver":                "kiln.local/kiln-apiserver:",
+			platform.ReleaseName + "-jobset-controller":        registry + "/jobset/jobset:",
+			platform.ReleaseName + "-kueue-controller-manager": registry + "/kueue/kueue:",
+			platform.ReleaseName + "-operator":                 registry + "/kiln/kiln-operator:",
+			platform.ReleaseName + "-apiserver":                registry + "/kiln/kiln-apiserver:",
 		} {
 			deploy := &appsv1.Deployment{}
 			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.APIServerNamespace, Name: name}, deploy)).To(Succeed())
@@ -68,8 +70,21 @@ var _ = Describe("the Helm chart's install", Label(chartMode), Serial, Ordered, 
 			Expect(pods.Items).NotTo(BeEmpty())
 			for _, pod := range pods.Items {
 				Expect(pod.Spec.NodeName).To(Equal(platform.RealNodeName), "pod %s", pod.Name)
+				// The kubelet names the image by the digest it pulled, from where it pulled it:
+				// nothing was imported into containerd by hand.
+				Expect(pod.Status.ContainerStatuses).NotTo(BeEmpty())
+				Expect(pod.Status.ContainerStatuses[0].ImageID).To(HavePrefix(strings.TrimSuffix(image, ":")+"@sha256:"), "pod %s", pod.Name)
 			}
 		}
+		By("the registry holds what the chart runs, over HTTPS its CA signed")
+		registryClient, err := p.RegistryClient()
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := registryClient.Get("https://" + registry + "/v2/_catalog")
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		var catalog struct{ Repositories []string }
+		Expect(json.NewDecoder(resp.Body).Decode(&catalog)).To(Succeed())
+		Expect(catalog.Repositories).To(ContainElements("charts/kiln", "kiln/kiln-operator", "kiln/kiln-apiserver", "kiln/kiln", "jobset/jobset", "kueue/kueue"))
 		By("the chart's queues, created by its post-install hook after Kueue's CRDs, active")
 		for _, obj := range []struct{ kind, ns string }{{"ResourceFlavor", ""}, {"ClusterQueue", ""}, {"LocalQueue", platform.DefaultNamespace}} {
 			u := kueueObject(obj.kind, obj.ns, platform.ChartQueue)

@@ -1,5 +1,5 @@
 // Package chart installs Kiln's Helm chart on the local platform, its pods on the real node
-// from the images of `make images` and `make addon-images`.
+// pulling the images of `make images` and `make addon-images` from the platform's registry.
 package chart
 
 import (
@@ -54,13 +54,37 @@ type Release struct {
 	QPS         float64
 	Burst       int
 	Concurrency int
-	// ImportImage imports an image archive into the real node's containerd.
-	ImportImage func(ctx context.Context, archive string) error
+	// Registry is the platform's OCI registry (host:port), which the real node pulls from.
+	Registry string
+	// PushImage pushes an image archive to ref, in Registry.
+	PushImage func(ctx context.Context, archive, ref string) error
 }
 
-// Images are the images the chart's pods run, imported into the real node: Kiln's
+// Images are the images the chart's pods run, pushed to the platform's registry: Kiln's
 // (make images) and JobSet's and Kueue's (make addon-images).
 var Images = []string{"kiln-operator", "kiln-apiserver", "kiln", "jobset", "kueue"}
+
+// addons are the Images that are JobSet's and Kueue's: mirrored as registry.k8s.io has them
+// (<registry>/jobset/jobset), where Kiln's go to <registry>/kiln/<name>, as an air-gapped
+// cluster's mirror would hold them (docs/install.md).
+var addons = map[string]bool{"jobset": true, "kueue": true}
+
+// ImageRef is where image name (one of Images) is in the registry: its registry path,
+// repository and tag (the tag `make images` or `make addon-images` gave its archive).
+func (r Release) ImageRef(name string) (registry, repository, tag string, err error) {
+	ref, err := realnode.ArchiveRef(filepath.Join(r.BinDir, "images", name+".tar"))
+	if err != nil {
+		return "", "", "", fmt.Errorf("image %s: %w (`make chart-up` builds it: make images, make addon-images)", name, err)
+	}
+	_, tag, ok := strings.Cut(ref, ":")
+	if !ok {
+		return "", "", "", fmt.Errorf("image %s: reference %q has no tag", name, ref)
+	}
+	if addons[name] {
+		return r.Registry + "/" + name, name, tag, nil
+	}
+	return r.Registry + "/kiln", name, tag, nil
+}
 
 // Forwards relay the API server's ports on 127.0.0.1 (where the CLI, the SDKs and the
 // e2e suite reach it in either mode) to its Service.
@@ -87,14 +111,9 @@ const (
 // the platform's certificate (which names 127.0.0.1, where it is forwarded to).
 func (r Release) Values() (map[string]any, error) {
 	image := func(name string) (map[string]any, error) {
-		ref, err := realnode.ArchiveRef(filepath.Join(r.BinDir, "images", name+".tar"))
+		registry, repository, tag, err := r.ImageRef(name)
 		if err != nil {
-			return nil, fmt.Errorf("image %s: %w (`make chart-up` builds it: make images, make addon-images)", name, err)
-		}
-		repo, tag, ok := strings.Cut(ref, ":")
-		registry, repository, _ := strings.Cut(repo, "/")
-		if !ok {
-			return nil, fmt.Errorf("image %s: reference %q has no tag", name, ref)
+			return nil, err
 		}
 		return map[string]any{"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}, nil
 	}
@@ -165,15 +184,20 @@ func upstreamImage(img map[string]any) map[string]any {
 	return map[string]any{"repository": fmt.Sprintf("%s/%s", img["registry"], img["repository"]), "tag": img["tag"], "pullPolicy": img["pullPolicy"]}
 }
 
-// Up installs (or upgrades) the chart, with Kiln's, JobSet's and Kueue's images imported
-// into the real node, and forwards the API server's ports to its Service.
+// Up installs (or upgrades) the chart, with Kiln's, JobSet's and Kueue's images pushed to
+// the platform's registry (the real node pulls them), and forwards the API server's ports
+// to its Service.
 func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 	values, err := r.Values()
 	if err != nil {
 		return err
 	}
 	for _, name := range Images {
-		if err := r.ImportImage(ctx, filepath.Join(r.BinDir, "images", name+".tar")); err != nil {
+		registry, repository, tag, err := r.ImageRef(name)
+		if err != nil {
+			return err
+		}
+		if err := r.PushImage(ctx, filepath.Join(r.BinDir, "images", name+".tar"), registry+"/"+repository+":"+tag); err != nil {
 			return err
 		}
 	}
@@ -192,7 +216,13 @@ func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 	if err := os.WriteFile(valuesFile, data, 0o644); err != nil {
 		return err
 	}
-	if out, err := r.Helm(ctx, "upgrade", "--install", ReleaseName, filepath.Join(r.Root, "charts", "kiln"),
+	// As from a release: the chart packaged with its dependencies, pushed to the registry and
+	// installed from there (oci://), the images' registry set by values.
+	chartRef, version, err := r.pushChart(ctx)
+	if err != nil {
+		return err
+	}
+	if out, err := r.Helm(ctx, "upgrade", "--install", ReleaseName, chartRef, "--version", version, "--ca-file", r.PKI.CAFile(),
 		"--namespace", r.Namespace, "--values", valuesFile, "--wait", "--timeout", "5m"); err != nil {
 		return fmt.Errorf("installing the chart: %w\n%s%s", err, out, r.podLogs(ctx, kc))
 	}
@@ -207,6 +237,28 @@ func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 		}
 	}
 	return nil
+}
+
+// pushChart packages charts/kiln (its dependencies included) and pushes it to the registry,
+// returning the chart's oci:// reference and version.
+func (r Release) pushChart(ctx context.Context) (ref, version string, err error) {
+	var meta struct{ Version string }
+	data, err := os.ReadFile(filepath.Join(r.Root, "charts", "kiln", "Chart.yaml"))
+	if err != nil {
+		return "", "", err
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return "", "", fmt.Errorf("charts/kiln/Chart.yaml: %w", err)
+	}
+	dir := filepath.Join(r.StateDir, "charts")
+	if out, err := r.Helm(ctx, "package", filepath.Join(r.Root, "charts", "kiln"), "--destination", dir); err != nil {
+		return "", "", fmt.Errorf("packaging the chart: %w\n%s", err, out)
+	}
+	repo := "oci://" + r.Registry + "/charts"
+	if out, err := r.Helm(ctx, "push", filepath.Join(dir, "kiln-"+meta.Version+".tgz"), repo, "--ca-file", r.PKI.CAFile()); err != nil {
+		return "", "", fmt.Errorf("pushing the chart to %s: %w\n%s", repo, err, out)
+	}
+	return repo + "/kiln", meta.Version, nil
 }
 
 // tlsSecret gives the chart's API server the platform's serving certificate.

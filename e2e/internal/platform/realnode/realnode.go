@@ -178,7 +178,13 @@ func (n Node) writeConfigs(ctx context.Context, cs *cluster.Clients, sandboxImag
 		filepath.Join(cfg, "Corefile"):                    []byte(n.corefile(filepath.Join(cfg, "coredns.kubeconfig"))),
 		filepath.Join(n.cniConfDir(), "10-kiln.conflist"): cni,
 	}
+	if n.Registry != "" {
+		files[filepath.Join(n.registryHostsDir(), n.Registry, "hosts.toml")] = []byte(n.registryHosts())
+	}
 	for path, data := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
 		}

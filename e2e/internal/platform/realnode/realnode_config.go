@@ -75,6 +75,9 @@ type Node struct {
 	Timeout time.Duration
 	// IssueKubeconfig returns a kubeconfig for a user in a group (kwokctl get kubeconfig).
 	IssueKubeconfig func(ctx context.Context, user, group string) ([]byte, error)
+	// Registry is the platform's OCI registry (host:port), whose certificate RegistryCA
+	// signs: containerd pulls from it over HTTPS, trusting that CA for it alone.
+	Registry, RegistryCA string
 
 	Out io.Writer
 }
@@ -103,12 +106,24 @@ func (n Node) ContainerdSocket() string {
 // CgroupRoot is the cgroup (in every v1 hierarchy) under which the kubelet makes kubepods.
 func (n Node) CgroupRoot() string { return "/kiln-" + n.ClusterName }
 
-func (n Node) kubeletRootDir() string  { return filepath.Join(n.Dir(), "kubelet") }
-func (n Node) podLogsDir() string      { return filepath.Join(n.Dir(), "pod-logs") }
-func (n Node) cniConfDir() string      { return filepath.Join(n.Dir(), "cni", "net.d") }
-func (n Node) cniIPAMDir() string      { return filepath.Join(n.Dir(), "cni", "networks") }
-func (n Node) containerdRoot() string  { return filepath.Join(n.Dir(), "containerd") }
-func (n Node) containerdState() string { return filepath.Join(n.RuntimeDir(), "containerd") }
+func (n Node) kubeletRootDir() string   { return filepath.Join(n.Dir(), "kubelet") }
+func (n Node) podLogsDir() string       { return filepath.Join(n.Dir(), "pod-logs") }
+func (n Node) cniConfDir() string       { return filepath.Join(n.Dir(), "cni", "net.d") }
+func (n Node) cniIPAMDir() string       { return filepath.Join(n.Dir(), "cni", "networks") }
+func (n Node) containerdRoot() string   { return filepath.Join(n.Dir(), "containerd") }
+func (n Node) containerdState() string  { return filepath.Join(n.RuntimeDir(), "containerd") }
+func (n Node) registryHostsDir() string { return filepath.Join(n.ConfigDir, "certs.d") }
+
+// registryHosts is containerd's hosts.toml for the platform's registry: HTTPS, its CA.
+func (n Node) registryHosts() string {
+	return strings.Join([]string{
+		fmt.Sprintf("server = %q", "https://"+n.Registry),
+		fmt.Sprintf("[host.%q]", "https://"+n.Registry),
+		`  capabilities = ["pull", "resolve"]`,
+		fmt.Sprintf("  ca = %q", n.RegistryCA),
+		``,
+	}, "\n")
+}
 
 // containerdConfig is containerd v2's configuration: everything under the platform's own
 // directories, only the plugins a CRI node needs, runc from bin/, the CNI plugins from
@@ -130,6 +145,8 @@ func (n Node) containerdConfig(sandboxImage string) string {
 		`  socket_dir = ` + q(filepath.Join(n.RuntimeDir(), "s")),
 		`[plugins."io.containerd.cri.v1.images"]`,
 		`  snapshotter = "overlayfs"`,
+		`  [plugins."io.containerd.cri.v1.images".registry]`,
+		`    config_path = ` + q(n.registryHostsDir()),
 		`  [plugins."io.containerd.cri.v1.images".pinned_images]`,
 		`    sandbox = ` + q(sandboxImage),
 		`[plugins."io.containerd.cri.v1.runtime"]`,

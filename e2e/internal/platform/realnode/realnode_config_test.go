@@ -149,6 +149,24 @@ func TestShimSocketsFitWhereverTheRepositoryIs(t *testing.T) {
 	}
 }
 
+// containerd pulls from the platform's registry over HTTPS, trusting the platform's CA for
+// that registry alone.
+func TestContainerdTrustsThePlatformRegistry(t *testing.T) {
+	c := testNode("/repo")
+	c.Registry, c.RegistryCA = "127.0.0.1:18500", "/repo/bin/platform/pki/ca.crt"
+	if !strings.Contains(c.containerdConfig("kiln.local/pause:x"), `config_path = "`+c.registryHostsDir()+`"`) {
+		t.Error("containerd does not read the registries' hosts configuration")
+	}
+	want := `server = "https://127.0.0.1:18500"
+[host."https://127.0.0.1:18500"]
+  capabilities = ["pull", "resolve"]
+  ca = "/repo/bin/platform/pki/ca.crt"
+`
+	if got := c.registryHosts(); got != want {
+		t.Errorf("hosts.toml:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestNodeChainRulesAreRecognised(t *testing.T) {
 	for line, want := range map[string]bool{
 		"-A INPUT -j KUBE-FIREWALL":                            true,
