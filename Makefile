@@ -32,7 +32,7 @@ KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo
 VERSION_LDFLAGS := -X github.com/kiln-ml/kiln/api/version.Version=$(KILN_VERSION)
 
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
-PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue)
+PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue registry)
 CODEGEN_BINARIES := $(addprefix $(BIN)/,controller-gen helm buf protoc-gen-go protoc-gen-connect-go golangci-lint)
 # The real node's binaries (see "A real node" in docs).
 NODE_BINARIES := $(addprefix $(BIN)/,kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc coredns local-path-provisioner) \
@@ -211,6 +211,33 @@ push: ## Push the images in bin/images to REGISTRY (host[:port][/path]) as <imag
 	@test -n "$(REGISTRY)" || { echo "make push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/my-org"; exit 2; }
 	go run ./build/cmd/kiln-images --out $(BIN)/images --version $(KILN_VERSION) --push $(REGISTRY)
 
+##@ Release
+
+# A release: one version, vX.Y.Z, on everything (see docs/install.md, "Releases").
+RELEASE_DIR = $(BIN)/release/$(VERSION)
+CLI_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# The registry release-push pushes to: the local platform's by default (make up runs it).
+REGISTRY ?= 127.0.0.1:18500
+REGISTRY_CA ?= $(if $(filter 127.0.0.1:18500,$(REGISTRY)),$(BIN)/platform/pki/ca.crt)
+
+.PHONY: release
+release: $(BIN)/helm $(CHART_DEPS) $(SDK_TS_DIST) ## Build release VERSION (vX.Y.Z) in bin/release/VERSION: images tagged VERSION, the chart and SDK packages versioned X.Y.Z, CLI binaries, notes, SHA256SUMS.
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: set VERSION=vMAJOR.MINOR.PATCH, e.g. make release VERSION=v0.2.0"; exit 2; }
+	$(MAKE) images KILN_VERSION=$(VERSION)
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)/cli
+	for p in $(CLI_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
+			-o $(RELEASE_DIR)/cli/kiln-$${p%/*}-$${p#*/} ./cli/cmd/kiln; \
+	done
+	go run ./build/cmd/kiln-release --version $(VERSION) --out $(RELEASE_DIR) --images $(BIN)/images --helm $(BIN)/helm
+
+.PHONY: release-push
+release-push: $(BIN)/helm ## Push release VERSION's images (REGISTRY/kiln/<name>:VERSION) and chart (oci://REGISTRY/charts/kiln) to REGISTRY, the local platform's by default.
+	@test -f $(RELEASE_DIR)/SHA256SUMS || { echo "make release-push: no release $(VERSION) in $(RELEASE_DIR) (make release VERSION=$(VERSION))"; exit 2; }
+	go run ./build/cmd/kiln-images --out $(RELEASE_DIR)/images --version $(VERSION) --push $(REGISTRY)/kiln \
+		$(if $(REGISTRY_CA),--push-ca-file $(REGISTRY_CA)) kiln-operator kiln-apiserver kiln pause base
+	helm push $(RELEASE_DIR)/kiln-$(VERSION:v%=%).tgz oci://$(REGISTRY)/charts $(if $(REGISTRY_CA),--ca-file $(REGISTRY_CA))
+
 ##@ Chart
 
 # JobSet's and Kueue's own Helm charts, the umbrella chart's dependencies, copied from the
@@ -353,6 +380,9 @@ $(BIN)/local-path-provisioner: tools/local-path/go.mod tools/local-path/go.sum
 
 $(BIN)/helm-docs: tools/helm-docs/go.mod tools/helm-docs/go.sum
 	cd tools/helm-docs && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/norwoodj/helm-docs/cmd/helm-docs
+
+$(BIN)/registry: tools/registry/go.mod tools/registry/go.sum tools/registry/main.go
+	cd tools/registry && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ .
 
 $(BIN)/ginkgo: tools/ginkgo/go.mod tools/ginkgo/go.sum
 	cd tools/ginkgo && $(TOOLS_ENV) $(GO_BUILD) -o $@ github.com/onsi/ginkgo/v2/ginkgo

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-ml/kiln/build/images"
@@ -44,6 +45,7 @@ func run() error {
 	caFile := flag.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle of the base image (Debian's ca-certificates)")
 	push := flag.String("push", "", "push the archives in --out to this registry (host[:port][/path]) instead of building")
 	insecure := flag.Bool("insecure", false, "with --push: plain HTTP (127.0.0.1 and localhost registries use it anyway)")
+	pushCA := flag.String("push-ca-file", "", "with --push: trust the CA certificates in this PEM file too (a registry with a private CA)")
 	rootfs := flag.String("rootfs", "", "build one image, named by the single argument, of this root filesystem (tagged --version)")
 	cmd := flag.String("cmd", "", "with --rootfs: the image's command, space separated")
 	flag.Parse()
@@ -66,13 +68,21 @@ func run() error {
 		if *insecure {
 			opts = append(opts, name.Insecure)
 		}
+		var remoteOpts []remote.Option
+		if *pushCA != "" {
+			t, err := images.TrustingTransport(*pushCA)
+			if err != nil {
+				return fmt.Errorf("--push-ca-file: %w", err)
+			}
+			remoteOpts = append(remoteOpts, remote.WithTransport(t))
+		}
 		for _, n := range names {
 			idx, err := images.ReadArchive(filepath.Join(*out, n+".tar"))
 			if err != nil {
 				return fmt.Errorf("%w (make images writes it)", err)
 			}
 			ref := fmt.Sprintf("%s/%s:%s", *push, n, *version)
-			if err := images.Push(idx, ref, opts...); err != nil {
+			if err := images.Push(idx, ref, opts, remoteOpts...); err != nil {
 				return err
 			}
 			digest, _ := idx.Digest()

@@ -22,14 +22,15 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* An image reference: registry/repository, then @digest if given, else :tag (default: appVersion). */}}
+{{/* An image reference: registry/repository, then @digest if given, else :tag (default: v<appVersion>,
+as `make release VERSION=vX.Y.Z` tags the images of chart X.Y.Z). */}}
 {{- define "kiln.image" -}}
 {{- $repo := .image.repository -}}
 {{- if .image.registry }}{{ $repo = printf "%s/%s" .image.registry .image.repository }}{{ end -}}
 {{- if .image.digest -}}
 {{ $repo }}@{{ .image.digest }}
 {{- else -}}
-{{ $repo }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{ $repo }}:{{ .image.tag | default (printf "v%s" (trimPrefix "v" .root.Chart.AppVersion)) }}
 {{- end -}}
 {{- end -}}
 

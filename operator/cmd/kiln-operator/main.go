@@ -46,6 +46,7 @@ import (
 )
 
 type options struct {
+	version                 bool
 	metricsAddr, probeAddr  string
 	metricsSecure           bool
 	metricsCertDir          string
@@ -123,9 +124,14 @@ func main() {
 	flag.IntVar(&o.statusBurst, "status-server-burst", 100, "burst of the status server's own client")
 	flag.DurationVar(&o.statusInterval, "status-server-write-interval", time.Second, "least time between two writes of one TrainJob's status.trainerStatus: reports in between are coalesced")
 	flag.DurationVar(&o.historyInterval, "status-server-history-interval", 10*time.Second, "least time between two writes of one TrainJob's metrics history (TrainJobMetrics)")
+	flag.BoolVar(&o.version, "version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if o.version {
+		fmt.Println(version.Version)
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if flag.NArg() > 0 {
 		// A value with a comma written in a YAML flow list ends up here, silently ignored.
