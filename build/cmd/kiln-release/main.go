@@ -1,7 +1,8 @@
 // Command kiln-release assembles release VERSION in --out, after `make release` built its
 // images (bin/images, tagged VERSION) and its CLI binaries (<out>/cli): the chart stamped
 // X.Y.Z and packaged with its dependencies, the Python SDK's wheel and sdist and the
-// TypeScript SDK's npm tarball stamped X.Y.Z, the image archives, release notes from the
+// TypeScript SDK's npm tarball stamped X.Y.Z, the image archives with a CycloneDX SBOM each,
+// release notes from the
 // commits since the previous release tag, and SHA256SUMS over all of it.
 package main
 
@@ -20,6 +21,10 @@ import (
 
 // Images are Kiln's images in a release (make images).
 var Images = []string{"kiln-operator", "kiln-apiserver", "kiln", "pause", "base"}
+
+// imageBinaries is the Go binary each image runs (make images builds them in
+// <images>/build/<os>_<arch>/); base has none.
+var imageBinaries = map[string]string{"kiln-operator": "kiln-operator", "kiln-apiserver": "kiln-apiserver", "kiln": "kiln", "pause": "kiln-pause"}
 
 func main() {
 	if err := run(); err != nil {
@@ -117,6 +122,12 @@ func run() error {
 	if err := os.MkdirAll(imgDir, 0o755); err != nil {
 		return err
 	}
+	// Every image is built on base, which holds Debian's CA certificates (make images).
+	caVersion, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "ca-certificates").Output()
+	if err != nil {
+		return fmt.Errorf("the version of Debian's ca-certificates, which the base image holds: dpkg-query: %w", err)
+	}
+	base := []release.Package{{Name: "ca-certificates", Version: string(caVersion), PURL: "pkg:deb/debian/ca-certificates@" + string(caVersion)}}
 	digests := map[string]string{}
 	for _, name := range Images {
 		archive := filepath.Join(*imagesDir, name+".tar")
@@ -138,6 +149,17 @@ func run() error {
 		}
 		digests[name] = d.String()
 		if err := release.CopyFile(archive, filepath.Join(imgDir, name+".tar")); err != nil {
+			return err
+		}
+		binary := ""
+		if b := imageBinaries[name]; b != "" {
+			binary = filepath.Join(*imagesDir, "build", "linux_amd64", b)
+		}
+		sbom, err := release.SBOM(name, *version, d.String(), binary, base)
+		if err != nil {
+			return fmt.Errorf("the SBOM of %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(imgDir, name+".cdx.json"), sbom, 0o644); err != nil {
 			return err
 		}
 	}

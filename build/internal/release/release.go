@@ -201,7 +201,7 @@ func Notes(version, previous string, commits []string, digests map[string]string
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(&b, "| image `%s:%s` | `%s` (linux/amd64, linux/arm64; `images/%s.tar`) |\n", n, version, digests[n], n)
+		fmt.Fprintf(&b, "| image `%s:%s` | `%s` (linux/amd64, linux/arm64; `images/%s.tar`, SBOM `images/%s.cdx.json`) |\n", n, version, digests[n], n, n)
 	}
 	fmt.Fprintf(&b, "| chart `kiln-%s.tgz` | version and appVersion %s, JobSet's and Kueue's charts included |\n", pv, pv)
 	for _, c := range cli {
