@@ -47,6 +47,7 @@ import (
 
 type options struct {
 	version                 bool
+	allowCRDDowngrade       bool
 	metricsAddr, probeAddr  string
 	metricsSecure           bool
 	metricsCertDir          string
@@ -111,6 +112,7 @@ func main() {
 	flag.StringVar(&o.webhookService, "webhook-service-name", "kiln-webhook", "Service in front of the webhook server")
 	flag.StringVar(&o.webhookSecret, "webhook-secret-name", "kiln-webhook-certs", "Secret holding the webhook CA and certificate")
 	flag.StringVar(&o.preserveFor, "preserve-fields-for", strings.Join(kilnwebhook.DefaultPreservingUsers, ","), "comma-separated users whose TrainJob updates keep Kiln-only fields they cannot express (Kueue's controller)")
+	flag.BoolVar(&o.allowCRDDowngrade, "allow-crd-downgrade", false, "with --apply-crds: apply this operator's CRDs even over those a newer Kiln release applied (its newer fields' schema, and their values in stored objects, are lost)")
 	flag.BoolVar(&o.applyCRDs, "apply-crds", false, "install or upgrade the trainer.kubeflow.org CRDs this operator is built with, wait until they are Established, and exit (the Helm chart's pre-upgrade hook)")
 	flag.StringVar(&o.applyManifests, "apply-manifests", "", "server-side apply the objects in this YAML file, waiting (up to --manifests-timeout) until their kinds are served and their webhooks answer, and exit (the Helm chart's hook for its default Kueue queues)")
 	flag.StringVar(&o.deleteManifests, "delete-manifests", "", "delete the objects in this YAML file and exit (the Helm chart's pre-delete hook)")
@@ -184,7 +186,7 @@ func applyCRDs(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := kilncrds.Apply(ctx, c, 2*time.Minute); err != nil {
+	if err := kilncrds.Apply(ctx, c, 2*time.Minute, kilncrds.Options{Version: version.Version, AllowDowngrade: o.allowCRDDowngrade}); err != nil {
 		return err
 	}
 	ctrl.Log.Info("CRDs applied and Established")

@@ -6,12 +6,15 @@ package crds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"time"
 
+	"golang.org/x/mod/semver"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,14 +52,59 @@ func Read() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
+// VersionAnnotation records, on each CRD, the Kiln version whose operator applied it.
+const VersionAnnotation = "kiln.dev/crds-version"
+
+// Options of Apply.
+type Options struct {
+	// Version is the Kiln version applying (the operator's); a release's vX.Y.Z is
+	// compared with the one that applied the CRDs before, a development build's is not.
+	Version string
+	// AllowDowngrade applies these CRDs over newer ones anyway.
+	AllowDowngrade bool
+}
+
+// Downgrade says why CRDs that a newer Kiln applied (applied, a version of
+// VersionAnnotation) must not be replaced by those of version, or "" when they may be.
+func Downgrade(name, applied, version string) string {
+	if !semver.IsValid(applied) || !semver.IsValid(version) || semver.Compare(applied, version) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("CRD %s was applied by Kiln %s, newer than this operator's %s: its older schema would drop the newer fields "+
+		"(and the API server would prune them from every stored object). Downgrade with the newer CRDs kept: "+
+		"helm upgrade/rollback with --set crds.upgrade=false; or replace them anyway with kiln-operator --apply-crds --allow-crd-downgrade",
+		name, applied, version)
+}
+
 // Apply server-side applies every CRD (taking over the fields other managers, such as
-// Helm, set) and waits until each is Established.
-func Apply(ctx context.Context, c client.Client, timeout time.Duration) error {
+// Helm, set), recording opts.Version on each, and waits until each is Established. It
+// refuses, changing nothing, when a newer Kiln applied any of them (see Downgrade).
+func Apply(ctx context.Context, c client.Client, timeout time.Duration, opts Options) error {
 	crds, err := Read()
 	if err != nil {
 		return err
 	}
+	if !opts.AllowDowngrade {
+		for _, want := range crds {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: want.Name}, got); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("reading CRD %s: %w", want.Name, err)
+			}
+			if why := Downgrade(want.Name, got.Annotations[VersionAnnotation], opts.Version); why != "" {
+				return errors.New(why)
+			}
+		}
+	}
 	for _, want := range crds {
+		if opts.Version != "" {
+			if want.Annotations == nil {
+				want.Annotations = map[string]string{}
+			}
+			want.Annotations[VersionAnnotation] = opts.Version
+		}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 		if err != nil {
 			return err
