@@ -235,7 +235,7 @@ release: $(BIN)/helm $(CHART_DEPS) $(SDK_TS_DIST) ## Build release VERSION (vX.Y
 release-push: $(BIN)/helm ## Push release VERSION's images (REGISTRY/kiln/<name>:VERSION) and chart (oci://REGISTRY/charts/kiln) to REGISTRY, the local platform's by default.
 	@test -f $(RELEASE_DIR)/SHA256SUMS || { echo "make release-push: no release $(VERSION) in $(RELEASE_DIR) (make release VERSION=$(VERSION))"; exit 2; }
 	go run ./build/cmd/kiln-images --out $(RELEASE_DIR)/images --version $(VERSION) --push $(REGISTRY)/kiln \
-		$(if $(REGISTRY_CA),--push-ca-file $(REGISTRY_CA)) kiln-operator kiln-apiserver kiln pause base
+		$(if $(REGISTRY_CA),--push-ca-file $(REGISTRY_CA))
 	helm push $(RELEASE_DIR)/kiln-$(VERSION:v%=%).tgz oci://$(REGISTRY)/charts $(if $(REGISTRY_CA),--ca-file $(REGISTRY_CA))
 
 ##@ Chart

@@ -27,6 +27,15 @@ import (
 // NonRoot is the user and group every Kiln image runs as (distroless's "nonroot").
 const NonRoot = 65532
 
+// KilnImage is one of Kiln's own images (make images, a release): its name and the static
+// binary it runs, built for each platform; base runs none.
+type KilnImage struct{ Name, Binary string }
+
+// Kiln are Kiln's own images, in the order they are built and pushed.
+var Kiln = []KilnImage{
+	{"base", ""}, {"pause", "kiln-pause"}, {"kiln-operator", "kiln-operator"}, {"kiln-apiserver", "kiln-apiserver"}, {"kiln", "kiln"},
+}
+
 // File is one entry of a layer. A path ending in "/" is a directory.
 type File struct {
 	Path string

@@ -61,7 +61,9 @@ func run() error {
 		return rootfsImage(*rootfs, *out, *registry, names[0], *version, strings.Fields(*cmd), at.UTC())
 	}
 	if len(names) == 0 {
-		names = []string{"base", "pause", "kiln-operator", "kiln-apiserver", "kiln"}
+		for _, img := range images.Kiln {
+			names = append(names, img.Name)
+		}
 	}
 	if *push != "" {
 		var opts []name.Option
@@ -131,13 +133,15 @@ func run() error {
 		// JobSet's and Kueue's controllers, where upstream's images hold them: /manager.
 		"jobset": binaryImage("jobset", "manager"),
 		"kueue":  binaryImage("kueue", "manager"),
-		"base": func(v1.Platform) (images.Image, error) {
-			return images.Image{Layers: [][]images.File{base}, User: user, Env: images.BaseEnv, Labels: labels, Created: at}, nil
-		},
-		"pause":          kilnImage("kiln-pause"),
-		"kiln-operator":  kilnImage("kiln-operator"),
-		"kiln-apiserver": kilnImage("kiln-apiserver"),
-		"kiln":           kilnImage("kiln"),
+	}
+	for _, img := range images.Kiln {
+		if img.Binary == "" {
+			build[img.Name] = func(v1.Platform) (images.Image, error) {
+				return images.Image{Layers: [][]images.File{base}, User: user, Env: images.BaseEnv, Labels: labels, Created: at}, nil
+			}
+			continue
+		}
+		build[img.Name] = kilnImage(img.Binary)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

@@ -16,15 +16,9 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/build/images"
+	"github.com/kiln-ml/kiln/build/internal/chart"
 	"github.com/kiln-ml/kiln/build/internal/release"
 )
-
-// Images are Kiln's images in a release (make images).
-var Images = []string{"kiln-operator", "kiln-apiserver", "kiln", "pause", "base"}
-
-// imageBinaries is the Go binary each image runs (make images builds them in
-// <images>/build/<os>_<arch>/); base has none.
-var imageBinaries = map[string]string{"kiln-operator": "kiln-operator", "kiln-apiserver": "kiln-apiserver", "kiln": "kiln", "pause": "kiln-pause"}
 
 func main() {
 	if err := run(); err != nil {
@@ -66,9 +60,9 @@ func run() error {
 
 	// The chart, with its dependencies (make chart-deps), stamped X.Y.Z.
 	chartSrc := filepath.Join(*root, "charts", "kiln")
-	for _, dep := range []string{"jobset", "kueue"} {
-		if _, err := os.Stat(filepath.Join(chartSrc, "charts", dep, "Chart.yaml")); err != nil {
-			return fmt.Errorf("the chart's dependency %s is missing: run make chart-deps", dep)
+	for _, dep := range chart.Dependencies {
+		if _, err := os.Stat(filepath.Join(chartSrc, "charts", dep.Name, "Chart.yaml")); err != nil {
+			return fmt.Errorf("the chart's dependency %s is missing: run make chart-deps", dep.Name)
 		}
 	}
 	chartDir := filepath.Join(tmp, "kiln")
@@ -129,7 +123,8 @@ func run() error {
 	}
 	base := []release.Package{{Name: "ca-certificates", Version: string(caVersion), PURL: "pkg:deb/debian/ca-certificates@" + string(caVersion)}}
 	digests := map[string]string{}
-	for _, name := range Images {
+	for _, img := range images.Kiln {
+		name := img.Name
 		archive := filepath.Join(*imagesDir, name+".tar")
 		ref, err := images.ArchiveRef(archive)
 		if err != nil {
@@ -152,8 +147,8 @@ func run() error {
 			return err
 		}
 		binary := ""
-		if b := imageBinaries[name]; b != "" {
-			binary = filepath.Join(*imagesDir, "build", "linux_amd64", b)
+		if img.Binary != "" {
+			binary = filepath.Join(*imagesDir, "build", "linux_amd64", img.Binary)
 		}
 		sbom, err := release.SBOM(name, *version, d.String(), binary, base)
 		if err != nil {
@@ -180,7 +175,7 @@ func run() error {
 		return err
 	}
 	fmt.Printf("release %s in %s: chart kiln-%s.tgz, %d images, %d CLI binaries, SDK packages, RELEASE-NOTES.md, SHA256SUMS\n",
-		*version, outDir, pv, len(Images), len(cli))
+		*version, outDir, pv, len(images.Kiln), len(cli))
 	return nil
 }
 
