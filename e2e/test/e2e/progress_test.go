@@ -100,13 +100,15 @@ func progressSpecs() {
 			g.Expect(got.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: "raw", Value: "kubeflow-sdk"}))
 			g.Expect(*got.Status.TrainerStatus.ProgressPercentage).To(BeEquivalentTo(100))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
-		// The loss curve: a history owned by the job.
+		// The loss curve: a history owned by the job, up to the last step once the history's
+		// next write is due (at most one per --status-server-history-interval, 10 s).
 		h := &kiln.TrainJobMetrics{}
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(k8s.Get(ctx, key, h)).To(Succeed())
 			g.Expect(h.Series).To(ContainElement(And(HaveField("Name", "loss"),
-				WithTransform(func(s kiln.MetricSeries) int { return len(s.Times) }, BeNumerically(">=", 5)))))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+				WithTransform(func(s kiln.MetricSeries) int { return len(s.Times) }, BeNumerically(">=", 5)),
+				HaveField("Steps", ContainElement(BeEquivalentTo(40))))))
+		}).WithTimeout(time.Minute).Should(Succeed())
 		Expect(h.OwnerReferences).To(ContainElement(HaveField("Name", tj.Name)))
 		if os.Getenv("KILN_CONFIG") != "" {
 			// The CLI's user, allowed to train in this namespace too, sees the curve.
