@@ -101,7 +101,7 @@ type TrainJobMetrics struct {
 // MetricSeries is one metric over time, in columns: point i is (times[i], steps[i],
 // values[i]); steps is empty when the trainer reported no step.
 // +kubebuilder:validation:XValidation:rule="size(self.times) == size(self.values)",message="times and values must be as long"
-// +kubebuilder:validation:XValidation:rule="size(self.steps) == 0 || size(self.steps) == size(self.times)",message="steps is empty or as long as times"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || size(self.steps) == 0 || size(self.steps) == size(self.times)",message="steps is empty or as long as times"
 type MetricSeries struct {
 	// Name of the metric, e.g. loss.
 	// +kubebuilder:validation:MinLength=1

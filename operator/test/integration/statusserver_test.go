@@ -73,7 +73,12 @@ var _ = Describe("Status server", Ordered, func() {
 		stop()
 		Eventually(done).Should(BeClosed())
 	}
+	var postTo func(token, namespace, name string, body any) (int, string, http.Header)
 	post := func(token string, body any) (int, string, http.Header) {
+		GinkgoHelper()
+		return postTo(token, job.Namespace, job.Name, body)
+	}
+	postTo = func(token, namespace, name string, body any) (int, string, http.Header) {
 		GinkgoHelper()
 		data, ok := body.([]byte)
 		if !ok {
@@ -81,7 +86,7 @@ var _ = Describe("Status server", Ordered, func() {
 			data, err = json.Marshal(body)
 			Expect(err).NotTo(HaveOccurred())
 		}
-		req, err := http.NewRequest(http.MethodPost, base+trainer.StatusPath(job.Namespace, job.Name), bytes.NewReader(data))
+		req, err := http.NewRequest(http.MethodPost, base+trainer.StatusPath(namespace, name), bytes.NewReader(data))
 		Expect(err).NotTo(HaveOccurred())
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -160,6 +165,24 @@ var _ = Describe("Status server", Ordered, func() {
 			g.Expect(h.Series).To(HaveLen(1))
 			g.Expect(h.Series[0].Values).To(Equal([]string{"0.5"}))
 			g.Expect(h.Series[0].Steps).To(Equal([]int64{400}))
+		}).Should(Succeed())
+	})
+
+	// The Kubeflow SDK's raw protocol reports metrics without a step: the curve is kept,
+	// its points without steps (a CEL rule once refused such a series as written).
+	It("keeps the curve of a trainer that reports no step", func(ctx context.Context) {
+		raw := newTrainJob(ns, "raw", "torch")
+		Expect(k8s.Create(ctx, raw)).To(Succeed())
+		p := pod(ctx, ns, "raw-node-0-0-abcde", "raw")
+		code, body, _ := postTo(token(ctx, p, trainer.TokenAudience(ns, "raw")), ns, "raw", map[string]any{"trainerStatus": map[string]any{
+			"progressPercentage": 100, "metrics": []map[string]string{{"name": "accuracy", "value": "0.9"}},
+			"lastUpdatedTime": time.Now().UTC().Format(time.RFC3339),
+		}})
+		Expect(code).To(Equal(http.StatusOK), body)
+		Eventually(ctx, func(g Gomega) {
+			h := &kiln.TrainJobMetrics{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(raw), h)).To(Succeed())
+			g.Expect(h.Series).To(ConsistOf(And(HaveField("Name", "accuracy"), HaveField("Values", []string{"0.9"}), HaveField("Steps", BeEmpty()))))
 		}).Should(Succeed())
 	})
 
