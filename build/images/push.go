@@ -19,15 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// ReadArchive returns the image index an OCI archive of WriteArchive holds. The layout
-// reads its blobs lazily from a temporary directory, which lives as long as the process: a
-// long-running caller uses OpenArchive.
-func ReadArchive(file string) (v1.ImageIndex, error) {
-	idx, _, err := OpenArchive(file)
-	return idx, err
-}
-
-// OpenArchive is ReadArchive, with a function that removes its temporary directory once the
+// OpenArchive returns the image index an OCI archive of WriteArchive holds, read lazily from
+// a temporary directory, and a function that removes that directory once the
 // index is no longer read.
 func OpenArchive(file string) (v1.ImageIndex, func(), error) {
 	dir, err := os.MkdirTemp("", "kiln-image-")

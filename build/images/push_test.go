@@ -27,10 +27,11 @@ func TestPushToARegistry(t *testing.T) {
 	if err := WriteArchive(file, "kiln.local/tool:v1", idx, at); err != nil {
 		t.Fatal(err)
 	}
-	read, err := ReadArchive(file)
+	read, done, err := OpenArchive(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer done()
 	ref := strings.TrimPrefix(srv.URL, "http://") + "/kiln/tool:v1"
 	if err := Push(read, ref, []name.Option{name.Insecure}); err != nil {
 		t.Fatal(err)

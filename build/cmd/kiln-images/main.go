@@ -79,15 +79,17 @@ func run() error {
 			remoteOpts = append(remoteOpts, remote.WithTransport(t))
 		}
 		for _, n := range names {
-			idx, err := images.ReadArchive(filepath.Join(*out, n+".tar"))
+			idx, done, err := images.OpenArchive(filepath.Join(*out, n+".tar"))
 			if err != nil {
 				return fmt.Errorf("%w (make images writes it)", err)
 			}
 			ref := fmt.Sprintf("%s/%s:%s", *push, n, *version)
-			if err := images.Push(idx, ref, opts, remoteOpts...); err != nil {
+			err = images.Push(idx, ref, opts, remoteOpts...)
+			digest, _ := idx.Digest()
+			done()
+			if err != nil {
 				return err
 			}
-			digest, _ := idx.Digest()
 			fmt.Printf("pushed %s@%s\n", ref, digest)
 		}
 		return nil
