@@ -26,8 +26,20 @@ func docScript(path, heading string, skip ...string) string {
 	if heading != "" {
 		_, section, ok := strings.Cut(text, "\n"+heading+"\n")
 		Expect(ok).To(BeTrue(), "%s has no section %q", path, heading)
+		// The section ends at the next heading of its level or above.
 		level, _, _ := strings.Cut(heading, " ")
-		text, _, _ = strings.Cut(section, "\n"+level+" ")
+		lines := strings.Split(section, "\n")
+		fenced := false
+		for i, line := range lines {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+			}
+			if hashes, _, ok := strings.Cut(line, " "); !fenced && ok && hashes != "" && strings.Trim(hashes, "#") == "" && len(hashes) <= len(level) {
+				lines = lines[:i]
+				break
+			}
+		}
+		text = strings.Join(lines, "\n")
 	}
 	var script []string
 	inBlock := false
