@@ -229,6 +229,11 @@ release: $(BIN)/helm $(CHART_DEPS) $(SDK_TS_DIST) ## Build release VERSION (vX.Y
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
 			-o $(RELEASE_DIR)/cli/kiln-$${p%/*}-$${p#*/} ./cli/cmd/kiln; \
 	done
+	@# The conformance suite (docs/install.md, "Check an install"), for the machines admins run it from.
+	for a in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a go test -c -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
+			-o $(RELEASE_DIR)/cli/kiln-conformance-linux-$$a ./e2e/test/e2e; \
+	done
 	go run ./build/cmd/kiln-release --version $(VERSION) --out $(RELEASE_DIR) --images $(BIN)/images --helm $(BIN)/helm
 
 .PHONY: release-push
@@ -509,13 +514,13 @@ verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and 
 ##@ Test
 
 # Each phase in turn, with its time (CI's log shows where the budget goes).
-TEST_PHASES := test-unit test-integration test-e2e test-e2e-chart
+TEST_PHASES := test-unit test-integration test-e2e test-e2e-chart test-upgrade
 # Against the chart's install, the e2e suite runs the specs labelled chart: what the chart
 # changes and a smoke path through every surface (e2e/README.md says which and why).
 E2E_CHART_LABELS ?= chart
 
 .PHONY: test
-test: ## Run every test: unit, envtest integration, e2e on the local platform (Kiln as processes, then installed by its chart).
+test: ## Run every test: unit, envtest integration, e2e on the local platform (Kiln as processes, then installed by its chart with the conformance suite), the upgrade from the previous release.
 	@for phase in $(TEST_PHASES); do start=$$(date +%s); \
 		$(MAKE) --no-print-directory $$phase || { echo "make $$phase failed after $$(( $$(date +%s) - start )) s"; exit 1; }; \
 		echo "make $$phase took $$(( $$(date +%s) - start )) s"; done
@@ -534,6 +539,46 @@ fuzz: ## Fuzz the webhook's validation and rendering and the API server's decode
 .PHONY: chaos
 chaos: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) ## Kill the operator, API server, JobSet and Kueue at random while jobs run; check nothing is missed, doubled or lost; report in docs/reliability.md.
 	go run ./e2e/cmd/kiln-chaos
+
+# The conformance suite: the e2e specs labelled conformance, compiled into one binary that
+# needs nothing of this repository (a release ships it): KUBECONFIG and, for the API
+# server's checks, KILN_CONFIG. Without KUBECONFIG it checks the local platform, whose jobs
+# run on the real node with the torch image it imported.
+CONFORMANCE := $(BIN)/kiln-conformance
+CONFORMANCE_LOCAL := KILN_CONFORMANCE_IMAGE=kiln.local/torch-cpu:1.13 KILN_CONFORMANCE_NODE_SELECTOR=kiln.dev/node-pool=real \
+	KILN_CONFORMANCE_TOLERATIONS=kiln.dev/node-pool=real:NoSchedule KILN_CONFIG=$(BIN)/platform/kiln/config.yaml
+CONFORMANCE_ON_PLATFORM = $(CONFORMANCE_LOCAL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" $(CONFORMANCE) -ginkgo.no-color $(CONFORMANCE_ARGS)
+
+$(CONFORMANCE): $(call go_sources,e2e api) $(wildcard e2e/test/e2e/*_test.go) go.work
+	go test -c -ldflags "$(VERSION_LDFLAGS)" -o $@ ./e2e/test/e2e
+
+.PHONY: test-conformance
+test-conformance: $(CONFORMANCE) ## Check an install: the conformance suite against KUBECONFIG's cluster (else the local platform's), a report at the end.
+	@if [ -n "$$KUBECONFIG" ]; then $(CONFORMANCE) -ginkgo.no-color $(CONFORMANCE_ARGS); else $(CONFORMANCE_ON_PLATFORM); fi
+
+# The upgrade from the previous release (docs/install.md, "Upgrades"): release
+# UPGRADE_FROM_VERSION, built at its commit by that commit's own `make release` (in a
+# worktree, for this machine's architecture only), installed on a fresh platform from the
+# registry; jobs, queued jobs and a schedule are started; then `helm upgrade` to this
+# clone's chart and images, and the e2e specs labelled upgrade check what the upgrade kept.
+UPGRADE_FROM_VERSION := v0.1.0
+UPGRADE_FROM_COMMIT := b0addd97bb7be605a5e6bd20d789905924746905
+UPGRADE_FROM := $(BIN)/upgrade/$(UPGRADE_FROM_VERSION)
+
+$(UPGRADE_FROM)/SHA256SUMS:
+	@git cat-file -e $(UPGRADE_FROM_COMMIT)^{commit} 2>/dev/null || { echo "release $(UPGRADE_FROM_VERSION) is commit $(UPGRADE_FROM_COMMIT), not in this clone: fetch the full history (git fetch --unshallow)"; exit 2; }
+	rm -rf $(BIN)/upgrade/src && git worktree prune && git worktree add --detach $(BIN)/upgrade/src $(UPGRADE_FROM_COMMIT)
+	$(MAKE) -C $(BIN)/upgrade/src release VERSION=$(UPGRADE_FROM_VERSION) IMAGE_PLATFORMS=linux/$(HOST_ARCH) CLI_PLATFORMS=linux/$(HOST_ARCH)
+	rm -rf $(UPGRADE_FROM) && mv $(BIN)/upgrade/src/bin/release/$(UPGRADE_FROM_VERSION) $(UPGRADE_FROM)
+	git worktree remove --force $(BIN)/upgrade/src
+
+.PHONY: test-upgrade
+test-upgrade: $(UPGRADE_FROM)/SHA256SUMS $(BIN)/ginkgo ## Install the previous release (UPGRADE_FROM_VERSION) by its chart, start jobs and a schedule, upgrade to this build, and check nothing was lost or restarted.
+	$(MAKE) platform-down
+	KILN_CHART_FROM=$(UPGRADE_FROM) $(MAKE) chart-up
+	rc=0; KILN_ROOT=$(ROOT) KILN_INSTALL=chart KILN_CHART_FROM=$(UPGRADE_FROM) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+		ginkgo --no-color --timeout=20m --label-filter=upgrade ./e2e/test/e2e || rc=$$?; \
+		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc
 
 .PHONY: test-e2e-chart
 test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the real node, plus the chart's own specs.
@@ -566,9 +611,11 @@ test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $
 # alone, after the others.
 E2E_PROCS ?= 3
 
-test-e2e: $(SDK_TS_DIST) $(CONSOLE_DIST) $(BIN)/ginkgo chromium ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
+test-e2e: $(SDK_TS_DIST) $(CONSOLE_DIST) $(BIN)/ginkgo $(CONFORMANCE) chromium ## End-to-end tests on a fresh local platform (started and stopped around the run), then a check that `down` left nothing behind; KILN_INSTALL=chart runs them against the Helm chart's install.
 	$(MAKE) platform-down $(if $(filter chart,$(KILN_INSTALL)),chart-up,platform-up)
-	rc=0; rm -f $(BIN)/e2e-times-$(KILN_INSTALL).txt; KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+	rc=0; rm -f $(BIN)/e2e-times-$(KILN_INSTALL).txt; \
+	$(if $(filter chart,$(KILN_INSTALL)),$(CONFORMANCE_ON_PLATFORM) || rc=$$?;) \
+	KILN_ROOT=$(ROOT) KILN_REAL_NODES=$(KILN_REAL_NODES) KILN_INSTALL=$(KILN_INSTALL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
 		KILN_E2E_TIMES=$(BIN)/e2e-times-$(KILN_INSTALL).txt \
 		ginkgo --procs=$(E2E_PROCS) --timeout=30m --no-color --poll-progress-after=180s \
 			$(if $(filter chart,$(KILN_INSTALL)),--label-filter=$(E2E_CHART_LABELS)) ./e2e/test/e2e || rc=$$?; \

@@ -39,6 +39,7 @@ func (p *Platform) chart() chart.Release {
 		Concurrency:    p.Controller.Concurrency,
 		Registry:       p.RegistryHost(),
 		PushImage:      p.PushImage,
+		From:           p.ChartFrom,
 	}
 }
 
@@ -54,12 +55,22 @@ func (p *Platform) chartUp(ctx context.Context, cs *cluster.Clients) error {
 	if err := p.demoUser(ctx, cs); err != nil {
 		return err
 	}
-	p.logf("kiln: chart charts/kiln installed as release %s in %s in %s: operator and API server run on %s; API server at %s (h2c http://127.0.0.1:%d), user %s in namespace %s (client config %s)",
-		ReleaseName, APIServerNamespace, time.Since(start).Round(100*time.Millisecond), RealNodeName, p.KilnAPIURL(), p.KilnAPIPort, DemoUser, DemoNamespace, p.ClientConfigFile())
+	chartName := "charts/kiln"
+	if p.ChartFrom != "" {
+		chartName = "of release " + p.ChartFrom
+	}
+	p.logf("kiln: chart %s installed as release %s in %s in %s: operator and API server run on %s; API server at %s (h2c http://127.0.0.1:%d), user %s in namespace %s (client config %s)",
+		chartName, ReleaseName, APIServerNamespace, time.Since(start).Round(100*time.Millisecond), RealNodeName, p.KilnAPIURL(), p.KilnAPIPort, DemoUser, DemoNamespace, p.ClientConfigFile())
 	return nil
 }
 
 // Helm runs bin/helm against the platform, its state under the platform's directory.
 func (p *Platform) Helm(ctx context.Context, args ...string) (string, error) {
 	return p.chart().Helm(ctx, args...)
+}
+
+// UpgradeVersion is the version this clone's chart and images are pushed as when the
+// platform installs a release (ChartFrom): the version an upgrade goes to.
+func (p *Platform) UpgradeVersion() (string, error) {
+	return p.chart().UpgradeVersion()
 }

@@ -66,6 +66,10 @@ type Config struct {
 
 	// Install is how Kiln runs: local processes, or the Helm chart's pods on the real node.
 	Install Install
+	// ChartFrom, with Install chart, is a release's directory (make release: its chart
+	// package and images) to install in place of this clone's chart and images: the
+	// release an upgrade starts from (make test-upgrade).
+	ChartFrom string
 	// Trainer is the TrainJob controller to run: Kiln's operator, or upstream Kubeflow
 	// Trainer for side-by-side benchmarks.
 	Trainer Trainer
@@ -102,6 +106,8 @@ const (
 
 	// EnvInstall selects the Install.
 	EnvInstall = "KILN_INSTALL"
+	// EnvChartFrom sets ChartFrom.
+	EnvChartFrom = "KILN_CHART_FROM"
 )
 
 // Environment variables that resize or re-port the platform; defaults in DefaultConfig.
@@ -185,6 +191,15 @@ func (c Config) FromEnv() (Config, error) {
 	}
 	if err := lookupEnum(EnvInstall, &c.Install, InstallProcesses, InstallChart); err != nil {
 		return c, err
+	}
+	if v := os.Getenv(EnvChartFrom); v != "" {
+		if c.Install != InstallChart {
+			return c, fmt.Errorf("%s=%s installs a release by its chart: set %s=%s too", EnvChartFrom, v, EnvInstall, InstallChart)
+		}
+		if _, err := os.Stat(filepath.Join(v, "SHA256SUMS")); err != nil {
+			return c, fmt.Errorf("%s=%s: not a release directory (make release writes one, with its SHA256SUMS): %w", EnvChartFrom, v, err)
+		}
+		c.ChartFrom = v
 	}
 	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {
 		d, err := time.ParseDuration(v)

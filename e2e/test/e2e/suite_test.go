@@ -42,7 +42,16 @@ var (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "Kiln e2e")
+	if !conformanceRun() {
+		RunSpecs(t, "Kiln e2e")
+		return
+	}
+	// The conformance suite: the same binary, its specs only unless told otherwise.
+	suite, reporter := GinkgoConfiguration()
+	if suite.LabelFilter == "" {
+		suite.LabelFilter = conformance
+	}
+	RunSpecs(t, "Kiln conformance", suite, reporter)
 }
 
 var _ = BeforeSuite(func() {
@@ -72,6 +81,10 @@ var _ = BeforeSuite(func() {
 // With KILN_E2E_TIMES set (make test-e2e sets it) the table goes to that file: in parallel
 // runs ginkgo keeps a passing suite's output to itself.
 var _ = ReportAfterSuite("spec times", func(r Report) {
+	if conformanceRun() {
+		framework.PrintConformanceReport(os.Stdout, r)
+		return
+	}
 	if name := os.Getenv("KILN_E2E_TIMES"); name != "" {
 		f, err := os.Create(name)
 		Expect(err).NotTo(HaveOccurred())

@@ -42,3 +42,43 @@ func PrintSpecTimes(w io.Writer, r ginkgo.Report) {
 		fmt.Fprintf(w, "%7.1fs  %-7s %s%s\n", x.d.Seconds(), x.state, x.name, labels)
 	}
 }
+
+// PrintConformanceReport writes the conformance suite's report, the check an admin reads
+// after an install or upgrade: what was checked against which cluster and release, each
+// check's outcome (why it was skipped, where it failed and with what message), and the
+// verdict.
+func PrintConformanceReport(w io.Writer, r ginkgo.Report) {
+	fmt.Fprintf(w, "\nKiln conformance report (%s)\n", time.Now().UTC().Format(time.RFC3339))
+	seen := map[string]bool{}
+	var passed, failed, skipped int
+	for _, s := range r.SpecReports {
+		for _, e := range s.ReportEntries {
+			if line := fmt.Sprintf("  %s: %s", e.Name, e.StringRepresentation()); !seen[line] {
+				seen[line] = true
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
+	for _, s := range r.SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt || (s.State == types.SpecStateSkipped && s.Failure.Message == "") {
+			continue
+		}
+		switch s.State {
+		case types.SpecStatePassed:
+			passed++
+			fmt.Fprintf(w, "  PASS  %6.1fs  %s\n", s.RunTime.Seconds(), s.FullText())
+		case types.SpecStateSkipped:
+			skipped++
+			fmt.Fprintf(w, "  SKIP  %6.1fs  %s\n          %s\n", s.RunTime.Seconds(), s.FullText(), s.Failure.Message)
+		default:
+			failed++
+			fmt.Fprintf(w, "  FAIL  %6.1fs  %s\n          %s\n          at %s\n", s.RunTime.Seconds(), s.FullText(),
+				strings.ReplaceAll(strings.TrimSpace(s.Failure.Message), "\n", "\n          "), s.Failure.Location)
+		}
+	}
+	verdict := "CONFORMANT"
+	if failed > 0 || passed == 0 {
+		verdict = "NOT CONFORMANT"
+	}
+	fmt.Fprintf(w, "%s: %d passed, %d failed, %d skipped, in %s\n", verdict, passed, failed, skipped, r.RunTime.Round(time.Second))
+}

@@ -58,6 +58,10 @@ type Release struct {
 	Registry string
 	// PushImage pushes an image archive to ref, in Registry.
 	PushImage func(ctx context.Context, archive, ref string) error
+	// From, when set, is a release's directory (make release): its chart and Kiln's images
+	// are installed in place of this clone's, with only the images' registries set, as an
+	// admin installs a release. This clone's images are pushed too, for an upgrade to them.
+	From string
 }
 
 // Images are the images the chart's pods run, pushed to the platform's registry: Kiln's
@@ -114,6 +118,10 @@ func (r Release) Values() (map[string]any, error) {
 		registry, repository, tag, err := r.ImageRef(name)
 		if err != nil {
 			return nil, err
+		}
+		if r.From != "" && !addons[name] {
+			// The release's chart names its own images' tag.
+			return map[string]any{"registry": registry, "repository": repository, "pullPolicy": "IfNotPresent"}, nil
 		}
 		return map[string]any{"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}, nil
 	}
@@ -218,7 +226,11 @@ func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 	}
 	// As from a release: the chart packaged with its dependencies, pushed to the registry and
 	// installed from there (oci://), the images' registry set by values.
-	chartRef, version, err := r.pushChart(ctx)
+	push := r.pushChart
+	if r.From != "" {
+		push = r.pushRelease
+	}
+	chartRef, version, err := push(ctx)
 	if err != nil {
 		return err
 	}
@@ -259,6 +271,77 @@ func (r Release) pushChart(ctx context.Context) (ref, version string, err error)
 		return "", "", fmt.Errorf("pushing the chart to %s: %w\n%s", repo, err, out)
 	}
 	return repo + "/kiln", meta.Version, nil
+}
+
+// pushRelease pushes the release in From, its Kiln images (tagged as the release tagged
+// them) and its chart package, to the registry, returning the chart's oci:// reference and
+// version.
+func (r Release) pushRelease(ctx context.Context) (ref, version string, err error) {
+	for _, name := range Images {
+		if addons[name] {
+			continue
+		}
+		archive := filepath.Join(r.From, "images", name+".tar")
+		tagged, err := realnode.ArchiveRef(archive)
+		if err != nil {
+			return "", "", fmt.Errorf("release %s, image %s: %w", r.From, name, err)
+		}
+		_, tag, _ := strings.Cut(tagged, ":")
+		if err := r.PushImage(ctx, archive, r.Registry+"/kiln/"+name+":"+tag); err != nil {
+			return "", "", err
+		}
+	}
+	// This clone's build, as the release an upgrade goes to (UpgradeVersion).
+	target, err := r.UpgradeVersion()
+	if err != nil {
+		return "", "", err
+	}
+	for _, name := range Images {
+		if addons[name] {
+			continue
+		}
+		if err := r.PushImage(ctx, filepath.Join(r.BinDir, "images", name+".tar"), r.Registry+"/kiln/"+name+":v"+target); err != nil {
+			return "", "", err
+		}
+	}
+	dir := filepath.Join(r.StateDir, "charts")
+	if out, err := r.Helm(ctx, "package", filepath.Join(r.Root, "charts", "kiln"), "--version", target, "--app-version", target, "--destination", dir); err != nil {
+		return "", "", fmt.Errorf("packaging the chart: %w\n%s", err, out)
+	}
+	if out, err := r.Helm(ctx, "push", filepath.Join(dir, "kiln-"+target+".tgz"), "oci://"+r.Registry+"/charts", "--ca-file", r.PKI.CAFile()); err != nil {
+		return "", "", fmt.Errorf("pushing the chart %s: %w\n%s", target, err, out)
+	}
+
+	packages, _ := filepath.Glob(filepath.Join(r.From, "kiln-*.tgz"))
+	if len(packages) != 1 {
+		return "", "", fmt.Errorf("release %s: want one chart package kiln-<version>.tgz, found %d", r.From, len(packages))
+	}
+	version = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(packages[0]), "kiln-"), ".tgz")
+	repo := "oci://" + r.Registry + "/charts"
+	if out, err := r.Helm(ctx, "push", packages[0], repo, "--ca-file", r.PKI.CAFile()); err != nil {
+		return "", "", fmt.Errorf("pushing the chart of release %s to %s: %w\n%s", r.From, repo, err, out)
+	}
+	return repo + "/kiln", version, nil
+}
+
+// UpgradeVersion is the version this clone's chart and Kiln's images are pushed as when
+// the platform installs a release (From): the chart's version with a pre-release of the
+// images' tag (0.1.0-dev.062a892), its images tagged v<version> as a release's are, so that
+// an upgrade to it is what an upgrade to a release is.
+func (r Release) UpgradeVersion() (string, error) {
+	var meta struct{ Version string }
+	data, err := os.ReadFile(filepath.Join(r.Root, "charts", "kiln", "Chart.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return "", fmt.Errorf("charts/kiln/Chart.yaml: %w", err)
+	}
+	_, _, tag, err := r.ImageRef("kiln-operator")
+	if err != nil {
+		return "", err
+	}
+	return meta.Version + "-dev." + strings.TrimPrefix(tag, "v"), nil
 }
 
 // tlsSecret gives the chart's API server the platform's serving certificate.
