@@ -57,8 +57,8 @@ func conformanceRun() bool {
 	return os.Getenv("KILN_CONFORMANCE") == "1" || strings.TrimSuffix(filepath.Base(os.Args[0]), ".test") == "kiln-conformance"
 }
 
-// conformancePlacement is the runtime patch that puts a conformance job's pods where the
-// admin said, with the image they said.
+// conformanceJob is a TrainJob of the conformance suite: nodes torchrun nodes running script
+// on the runtime, image and nodes the admin chose (the KILN_CONFORMANCE_* variables).
 func conformanceJob(ns, name string, nodes int32, script string) *trainer.TrainJob {
 	GinkgoHelper()
 	runtime := os.Getenv(EnvConformanceRuntime)
