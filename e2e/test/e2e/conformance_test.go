@@ -47,10 +47,6 @@ const (
 	EnvConformanceTolerations = "KILN_CONFORMANCE_TOLERATIONS"
 )
 
-// crdsVersionAnnotation is what the chart's CRD hook records on each CRD: the release
-// whose schemas they are.
-const crdsVersionAnnotation = "kiln.dev/crds-version"
-
 // conformanceRun says whether this process is the conformance suite: the binary
 // kiln-conformance, or KILN_CONFORMANCE=1.
 func conformanceRun() bool {
@@ -165,8 +161,8 @@ var _ = Describe("Conformance", Label(conformance), func() {
 				established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
 			}
 			Expect(established).To(BeTrue(), "CRD %s is not Established", name)
-			Expect(crd.Annotations).To(HaveKey(crdsVersionAnnotation), "CRD %s was not written by Kiln's CRD hook", name)
-			versions[crd.Annotations[crdsVersionAnnotation]] = name
+			Expect(crd.Annotations).To(HaveKey(kiln.AnnotationCRDsVersion), "CRD %s was not written by Kiln's CRD hook", name)
+			versions[crd.Annotations[kiln.AnnotationCRDsVersion]] = name
 		}
 		Expect(versions).To(HaveLen(1), "the CRDs are of different releases: %v", versions)
 		for v := range versions {
@@ -222,11 +218,10 @@ var _ = Describe("Conformance", Label(conformance), func() {
 		Expect(done.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: "allreduce", Value: "1"}))
 		Expect(*done.Status.TrainerStatus.ProgressPercentage).To(BeEquivalentTo(100))
 
-		pods := &corev1.PodList{}
-		Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": tj.Name})).To(Succeed())
-		Expect(pods.Items).To(HaveLen(2))
+		pods := podsOf(ctx, Default, ns, tj.Name)
+		Expect(pods).To(HaveLen(2))
 		var logs []string
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			b, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			logs = append(logs, string(b))

@@ -157,7 +157,7 @@ var _ = Describe("Upgrade from the previous release", Label(upgrade), Serial, Or
 		Expect(rel).To(ContainSubstring(`"chart":"kiln-` + version + `"`))
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "trainjobs.trainer.kubeflow.org"}, crd)).To(Succeed())
-		Expect(crd.Annotations).To(HaveKeyWithValue(crdsVersionAnnotation, current), "the CRD hook applied this build's CRDs")
+		Expect(crd.Annotations).To(HaveKeyWithValue(kiln.AnnotationCRDsVersion, current), "the CRD hook applied this build's CRDs")
 		Eventually(ctx, func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(k8s.List(ctx, pods, client.InNamespace(platform.APIServerNamespace), client.MatchingLabels{"app.kubernetes.io/component": "operator"})).To(Succeed())

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/api/config/crd"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 )
 
 // FieldManager owns the CRDs' fields the operator applies.
@@ -53,7 +54,7 @@ func Read() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // VersionAnnotation records, on each CRD, the Kiln version whose operator applied it.
-const VersionAnnotation = "kiln.dev/crds-version"
+const VersionAnnotation = kiln.AnnotationCRDsVersion
 
 // Options of Apply.
 type Options struct {
