@@ -344,12 +344,14 @@ func faultToleranceSpecs() {
 		ns := newNamespace(ctx, "ft-signal")
 		checkpointVolume(ctx, ns)
 		env := map[string]string{"STEPS": strconv.Itoa(steps), "STEP_SECONDS": "0.5", "KILN_CHECKPOINT_INTERVAL": "100", "LAUNCH": "python3"}
-		Expect(k8s.Create(ctx, spotJob(ns, "helped", spotRuntime, 1, env))).To(Succeed())
-		env["KILN_HELPER"] = "0"
-		Expect(k8s.Create(ctx, spotJob(ns, "unhelped", spotRuntime, 1, env))).To(Succeed())
-
 		firstLogs := map[string]*logStream{}
+		// One job after the other: started together, one could finish all its steps
+		// (and never restart) while the other's pod was still starting.
 		for _, name := range []string{"helped", "unhelped"} {
+			if name == "unhelped" {
+				env["KILN_HELPER"] = "0"
+			}
+			Expect(k8s.Create(ctx, spotJob(ns, name, spotRuntime, 1, env))).To(Succeed())
 			pod := attemptPods(ctx, ns, name, 0, 1)[0]
 			firstLogs[name] = followLogs(ctx, ns, pod.Name)
 			Eventually(ctx, func() []int { return trainedSteps(firstLogs[name].String(), 0) }).WithTimeout(3 * time.Minute).Should(ContainElement(10))
@@ -364,8 +366,15 @@ func faultToleranceSpecs() {
 		}
 		second := func(name string) string {
 			pods := &corev1.PodList{}
-			Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/restart-attempt": "1"})).To(Succeed())
-			Expect(pods.Items).To(HaveLen(1))
+			Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name})).To(Succeed())
+			var seen []string
+			for _, p := range pods.Items {
+				seen = append(seen, fmt.Sprintf("%s attempt %s %s", p.Name, p.Labels["jobset.sigs.k8s.io/restart-attempt"], p.Status.Phase))
+			}
+			pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Labels["jobset.sigs.k8s.io/restart-attempt"] != "1" })
+			tj := &trainer.TrainJob{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)).To(Succeed())
+			Expect(pods.Items).To(HaveLen(1), "%s's pods: %v; its restarts: %+v; events:\n%s", name, seen, tj.Status.Restarts, eventsOf(ctx, ns))
 			out, err := kubectl("", "logs", "-n", ns, pods.Items[0].Name)
 			Expect(err).NotTo(HaveOccurred(), out)
 			return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -280,6 +281,20 @@ func events(ctx context.Context, g Gomega, ns, name, reason string) []eventsv1.E
 		}
 	}
 	return out
+}
+
+// eventsOf is a namespace's events, oldest first, a line each: what a failure message shows.
+func eventsOf(ctx context.Context, ns string) string {
+	list := &eventsv1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	slices.SortFunc(list.Items, func(a, b eventsv1.Event) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	var b strings.Builder
+	for _, e := range list.Items {
+		fmt.Fprintf(&b, "%s %s/%s %s: %s\n", e.CreationTimestamp.Format(time.TimeOnly), e.Regarding.Kind, e.Regarding.Name, e.Reason, e.Note)
+	}
+	return b.String()
 }
 
 // Serial: it kills the operator, which every other spec relies on.
