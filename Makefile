@@ -319,7 +319,7 @@ node-host-packages:
 
 # Static, all of them (the kubelet too, unlike upstream's release), so that they, KWOK, JobSet
 # and Kueue share every compiled package, and the same binaries go into images.
-$(addprefix $(BIN)/,$(KUBE_BINARIES)): $(PLATFORM_MODULE)
+$(addprefix $(BIN)/,$(KUBE_BINARIES) kubeadm): $(PLATFORM_MODULE)
 	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
 
 $(BIN)/etcd: tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
@@ -492,11 +492,27 @@ proto-breaking: $(BIN)/buf ## Fail when the API definitions break compatibility 
 		cd api && buf breaking proto --against "$(ROOT)/.git#branch=main,subdir=api/proto"; \
 	else echo "proto-breaking: main has no API definitions yet; nothing to compare"; fi
 
-# e2e/kind's script (it runs only on a host with Docker and a GPU): shellcheck, from Debian.
+# e2e/kind's scripts (run.sh on a host with Docker and a GPU; local.sh here): shellcheck, from Debian.
 .PHONY: kind-lint
-kind-lint: ## Check e2e/kind/run.sh with shellcheck.
+kind-lint: ## Check e2e/kind's scripts with shellcheck.
 	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
 	shellcheck e2e/kind/*.sh
+
+$(BIN)/kind: tools/kind/go.mod tools/kind/go.sum
+	cd tools/kind && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kind
+
+# kind on this machine, offline (e2e/kind/README.md): Debian's dockerd in 100.64.0.0/10, a node
+# image built from bin/, the chart from the loaded images, and the conformance suite. Not in
+# `make test`: about 10 minutes (the first run adds debootstrap's 3).
+KIND_DEPS := $(BIN)/kind $(BIN)/kubeadm $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kiln) \
+	$(NODE_BINARIES) $(NODE_IMAGES) $(ADDON_IMAGES) $(CHART_DEPS) $(BIN)/kiln-conformance
+.PHONY: test-kind kind-down
+test-kind: $(KIND_DEPS) ## Kiln on a kind cluster on this machine (offline): dockerd, a node image of our own, the chart, the conformance suite; then down.
+	$(MAKE) images IMAGE_PLATFORMS=linux/$(HOST_ARCH)
+	e2e/kind/local.sh all
+
+kind-down: ## Delete the kind cluster, stop dockerd and remove its bridges and iptables chains (after KILN_KIND_KEEP=1 make test-kind).
+	e2e/kind/local.sh down
 
 # The chart: helm lint --strict, and a render with the default values (the schema checked).
 .PHONY: chart-lint

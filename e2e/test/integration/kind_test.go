@@ -3,8 +3,11 @@ package integration
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"text/template"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -84,5 +87,58 @@ var _ = Describe("The kind + NVIDIA GPU e2e configuration (e2e/kind)", func() {
 		Expect(k8s.Scheme().Convert(jobs[0], tj, nil)).To(Succeed())
 		Expect(tj.Spec.Trainer.ResourcesPerNode.Limits).To(HaveKey(BeEquivalentTo("nvidia.com/gpu")))
 		Expect(tj.Labels).To(HaveKeyWithValue("kueue.x-k8s.io/queue-name", "user-queue"), "the LocalQueue values.yaml creates")
+	})
+})
+
+// e2e/kind/local.sh runs on this machine (make test-kind, outside make test); its
+// configurations are checked here on every make test.
+var _ = Describe("The offline kind configuration of this machine (e2e/kind/local.sh)", func() {
+	var dir string
+	BeforeEach(func() {
+		root, err := pinned.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		dir = filepath.Join(root, "e2e", "kind")
+	})
+
+	It("makes one node with the bridge CNI, subnets in 100.64.0.0/10 and a kubelet on cgroup v1", func() {
+		text, err := os.ReadFile(filepath.Join(dir, "local-cluster.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		script, err := os.ReadFile(filepath.Join(dir, "local.sh"))
+		Expect(err).NotTo(HaveOccurred())
+		subnet := func(name string) string {
+			m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(script)
+			Expect(m).NotTo(BeNil(), name)
+			return string(m[1])
+		}
+		rendered := strings.NewReplacer("@POD_SUBNET@", subnet("pod_subnet"), "@SERVICE_SUBNET@", subnet("service_subnet")).Replace(string(text))
+		cluster := kindv1alpha4.Cluster{}
+		Expect(yaml.UnmarshalStrict([]byte(rendered), &cluster)).To(Succeed(), rendered)
+		Expect(cluster.Nodes).To(HaveLen(1))
+		Expect(cluster.Networking.DisableDefaultCNI).To(BeTrue())
+		_, shared, _ := net.ParseCIDR("100.64.0.0/10")
+		for _, name := range []string{"docker_bip", "docker_pool", "kind_subnet", "pod_subnet", "service_subnet"} {
+			ip, _, err := net.ParseCIDR(subnet(name))
+			Expect(err).NotTo(HaveOccurred(), name)
+			Expect(shared.Contains(ip)).To(BeTrue(), "%s %s is outside 100.64.0.0/10", name, subnet(name))
+		}
+		Expect(cluster.KubeadmConfigPatches).To(ContainElement(ContainSubstring("failCgroupV1: false")))
+	})
+
+	It("installs the chart from the loaded images only, with small requests for JobSet and Kueue", func() {
+		objs, out, err := helmTemplate("kiln-system", "operator.image.tag=v1", "apiserver.image.tag=v1", "tests.image.tag=v1",
+			"--values="+filepath.Join(dir, "local-values.yaml"))
+		Expect(err).NotTo(HaveOccurred(), out)
+		for _, o := range objs {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				c := c.(map[string]any)
+				Expect(c["image"]).To(HavePrefix("kiln.local/"), "%s: nothing is pulled", o.GetName())
+				Expect(c["imagePullPolicy"]).To(Equal("Never"), o.GetName())
+			}
+		}
+		find(objs, "Job", "kiln-queues-apply")
 	})
 })
