@@ -60,6 +60,7 @@ apt_install() { # command package
 docker_up() {
 	apt_install dockerd docker.io
 	apt_install debootstrap debootstrap
+	apt_install jq jq
 	mkdir -p "${state}/docker" "${state}/exec"
 	if docker info >/dev/null 2>&1; then
 		log "dockerd is running (${DOCKER_HOST})"
