@@ -399,7 +399,7 @@ $(BIN)/golangci-lint: tools/golangci-lint/go.mod tools/golangci-lint/go.sum
 
 .PHONY: fmt
 fmt: ## Format the Go code.
-	gofmt -w $(GO_MODULES)
+	gofmt -w $(GO_MODULES) tools
 
 .PHONY: vet
 vet: ## Run go vet over every module.
@@ -501,19 +501,6 @@ kind-lint: ## Check e2e/kind's scripts with shellcheck.
 $(BIN)/kind: tools/kind/go.mod tools/kind/go.sum
 	cd tools/kind && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kind
 
-# kind on this machine, offline (e2e/kind/README.md): Debian's dockerd in 100.64.0.0/10, a node
-# image built from bin/, the chart from the loaded images, and the conformance suite. Not in
-# `make test`: 5 min 15 s with the node image cached in bin/kind-state/ (the first run adds about 3 for debootstrap and the image).
-KIND_DEPS := $(BIN)/kind $(BIN)/kubeadm $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kiln) \
-	$(NODE_BINARIES) $(NODE_IMAGES) $(ADDON_IMAGES) $(CHART_DEPS) $(BIN)/kiln-conformance
-.PHONY: test-kind kind-down
-test-kind: $(KIND_DEPS) ## Kiln on a kind cluster on this machine (offline): dockerd, a node image of our own, the chart, the conformance suite; then down.
-	$(MAKE) images IMAGE_PLATFORMS=linux/$(HOST_ARCH)
-	e2e/kind/local.sh all
-
-kind-down: ## Delete the kind cluster, stop dockerd and remove its bridges and iptables chains (after KILN_KIND_KEEP=1 make test-kind).
-	e2e/kind/local.sh down
-
 # The chart: helm lint --strict, and a render with the default values (the schema checked).
 .PHONY: chart-lint
 chart-lint: $(BIN)/helm $(CHART_DEPS) ## Lint the Helm chart charts/kiln (strict) and render it.
@@ -522,7 +509,7 @@ chart-lint: $(BIN)/helm $(CHART_DEPS) ## Lint the Helm chart charts/kiln (strict
 
 .PHONY: verify
 verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
-	@test -z "$$(gofmt -l $(GO_MODULES))" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES); exit 1; }
+	@test -z "$$(gofmt -l $(GO_MODULES) tools)" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES) tools; exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; fi
@@ -571,6 +558,19 @@ $(CONFORMANCE): $(call go_sources,e2e api) $(wildcard e2e/test/e2e/*_test.go) go
 .PHONY: test-conformance
 test-conformance: $(CONFORMANCE) ## Check an install: the conformance suite against KUBECONFIG's cluster (else the local platform's), a report at the end.
 	@if [ -n "$$KUBECONFIG" ]; then $(CONFORMANCE) -ginkgo.no-color $(CONFORMANCE_ARGS); else $(CONFORMANCE_ON_PLATFORM); fi
+
+# kind on this machine, offline (e2e/kind/README.md): Debian's dockerd in 100.64.0.0/10, a node
+# image built from bin/, the chart from the loaded images, and the conformance suite. Not in
+# `make test`: 5 min 15 s with the node image cached in bin/kind-state/ (the first run adds about 3 for debootstrap and the image).
+KIND_DEPS := $(BIN)/kind $(BIN)/kubeadm $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kiln) \
+	$(NODE_BINARIES) $(NODE_IMAGES) $(ADDON_IMAGES) $(CHART_DEPS) $(CONFORMANCE)
+.PHONY: test-kind kind-down
+test-kind: $(KIND_DEPS) ## Kiln on a kind cluster on this machine (offline): dockerd, a node image of our own, the chart, the conformance suite; then down.
+	$(MAKE) images IMAGE_PLATFORMS=linux/$(HOST_ARCH)
+	e2e/kind/local.sh all
+
+kind-down: ## Delete the kind cluster, stop dockerd and remove its bridges and iptables chains (after KILN_KIND_KEEP=1 make test-kind).
+	e2e/kind/local.sh down
 
 # The upgrade from the previous release (docs/install.md, "Upgrades"): release
 # UPGRADE_FROM_VERSION, built at its commit by that commit's own `make release` (in a

@@ -121,11 +121,23 @@ image_from() { # name dir [entrypoint]: an image of one directory, by docker imp
 	tar -C "$2" -c . | docker import "${changes[@]}" - "$1" >/dev/null
 }
 
+node_inputs() { # what the node image is made of: this script, kind's base files (its pin) and the binaries it puts in
+	(
+		cd "${bin}"
+		sha256sum "${here}/local.sh" "${root}/tools/kind/go.mod" kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler \
+			kube-proxy etcd coredns containerd ctr containerd-shim-runc-v2 runc cni/{host-local,loopback,portmap,bridge} \
+			"images/build/linux_${arch}/kiln-pause" | sha256sum | cut -d' ' -f1
+	)
+}
+
 node_image() {
-	if docker image inspect "${node_image}" >/dev/null 2>&1 && [[ -z "${KILN_KIND_REBUILD:-}" ]]; then
-		log "node image ${node_image} exists (KILN_KIND_REBUILD=1 builds it again)"
+	local inputs
+	inputs="$(node_inputs)"
+	if docker image inspect "${node_image}" >/dev/null 2>&1 && [[ "$(cat "${state}/node-image.inputs" 2>/dev/null)" == "${inputs}" ]]; then
+		log "node image ${node_image} is up to date with bin/"
 		return
 	fi
+	rm -f "${state}/node-image.inputs"
 	local tar kind_mod r t
 	tar="$(rootfs)"
 	kind_mod="$(cd "${root}/tools/kind" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
@@ -223,6 +235,7 @@ node_image() {
 	docker rm -f -v kiln-kind-build >/dev/null
 	docker rmi "${node_image}-signal" "${node_image}-stage" >/dev/null
 	rm -rf "${r}" "${t}"
+	echo "${inputs}" >"${state}/node-image.inputs"
 }
 
 create_cluster() {

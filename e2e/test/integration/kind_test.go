@@ -22,15 +22,19 @@ import (
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
+// kindDir is e2e/kind, in this clone.
+func kindDir() string {
+	GinkgoHelper()
+	root, err := pinned.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	return filepath.Join(root, "e2e", "kind")
+}
+
 // e2e/kind runs only on a host with Docker and an NVIDIA GPU; here its rendered
 // configurations are checked (its script by shellcheck, in make verify).
 var _ = Describe("The kind + NVIDIA GPU e2e configuration (e2e/kind)", func() {
 	var dir string
-	BeforeEach(func() {
-		root, err := pinned.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		dir = filepath.Join(root, "e2e", "kind")
-	})
+	BeforeEach(func() { dir = kindDir() })
 
 	It("renders a kind cluster whose workers get the host's GPUs through the NVIDIA runtime", func() {
 		text, err := os.ReadFile(filepath.Join(dir, "nvkind-config.yaml.tmpl"))
@@ -94,11 +98,7 @@ var _ = Describe("The kind + NVIDIA GPU e2e configuration (e2e/kind)", func() {
 // configurations are checked here on every make test.
 var _ = Describe("The offline kind configuration of this machine (e2e/kind/local.sh)", func() {
 	var dir string
-	BeforeEach(func() {
-		root, err := pinned.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		dir = filepath.Join(root, "e2e", "kind")
-	})
+	BeforeEach(func() { dir = kindDir() })
 
 	It("makes one node with the bridge CNI, subnets in 100.64.0.0/10 and a kubelet on cgroup v1", func() {
 		text, err := os.ReadFile(filepath.Join(dir, "local-cluster.yaml"))
@@ -128,17 +128,27 @@ var _ = Describe("The offline kind configuration of this machine (e2e/kind/local
 		objs, out, err := helmTemplate("kiln-system", "operator.image.tag=v1", "apiserver.image.tag=v1", "tests.image.tag=v1",
 			"--values="+filepath.Join(dir, "local-values.yaml"))
 		Expect(err).NotTo(HaveOccurred(), out)
+		var deployments []string
 		for _, o := range objs {
 			if o.GetKind() != "Deployment" {
 				continue
 			}
+			deployments = append(deployments, o.GetName())
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			for _, c := range containers {
 				c := c.(map[string]any)
 				Expect(c["image"]).To(HavePrefix("kiln.local/"), "%s: nothing is pulled", o.GetName())
 				Expect(c["imagePullPolicy"]).To(Equal("Never"), o.GetName())
+				if strings.Contains(o.GetName(), "jobset") || strings.Contains(o.GetName(), "kueue") {
+					cpu, _, _ := unstructured.NestedString(c, "resources", "requests", "cpu")
+					Expect(cpu).To(Equal("50m"), "%s requests little of the node's two CPUs", o.GetName())
+				}
 			}
 		}
+		Expect(deployments).To(ContainElements(ContainSubstring("jobset"), ContainSubstring("kueue"), "kiln-operator", "kiln-apiserver"))
 		find(objs, "Job", "kiln-queues-apply")
+		// helm test's TrainJob runs a loaded image too.
+		test, _ := yaml.Marshal(find(objs, "Pod", "kiln-test").Object)
+		Expect(string(test)).To(ContainSubstring("--image=kiln.local/torch-cpu:1.13"))
 	})
 })

@@ -53,9 +53,6 @@ func Read() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
-// VersionAnnotation records, on each CRD, the Kiln version whose operator applied it.
-const VersionAnnotation = kiln.AnnotationCRDsVersion
-
 // Options of Apply.
 type Options struct {
 	// Version is the Kiln version applying (the operator's); a release's vX.Y.Z is
@@ -66,7 +63,7 @@ type Options struct {
 }
 
 // Downgrade says why CRDs that a newer Kiln applied (applied, a version of
-// VersionAnnotation) must not be replaced by those of version, or "" when they may be.
+// kiln.AnnotationCRDsVersion) must not be replaced by those of version, or "" when they may be.
 func Downgrade(name, applied, version string) string {
 	if !semver.IsValid(applied) || !semver.IsValid(version) || semver.Compare(applied, version) <= 0 {
 		return ""
@@ -94,7 +91,7 @@ func Apply(ctx context.Context, c client.Client, timeout time.Duration, opts Opt
 				}
 				return fmt.Errorf("reading CRD %s: %w", want.Name, err)
 			}
-			if why := Downgrade(want.Name, got.Annotations[VersionAnnotation], opts.Version); why != "" {
+			if why := Downgrade(want.Name, got.Annotations[kiln.AnnotationCRDsVersion], opts.Version); why != "" {
 				return errors.New(why)
 			}
 		}
@@ -104,7 +101,7 @@ func Apply(ctx context.Context, c client.Client, timeout time.Duration, opts Opt
 			if want.Annotations == nil {
 				want.Annotations = map[string]string{}
 			}
-			want.Annotations[VersionAnnotation] = opts.Version
+			want.Annotations[kiln.AnnotationCRDsVersion] = opts.Version
 		}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 		if err != nil {

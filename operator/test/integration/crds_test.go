@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/operator/internal/crds"
 )
 
@@ -24,7 +25,7 @@ var _ = Describe("Applying the CRDs (the chart's pre-upgrade hook)", Serial, fun
 		annotation := func(ctx context.Context) string {
 			got := &apiextensionsv1.CustomResourceDefinition{}
 			Expect(c.Get(ctx, client.ObjectKey{Name: "trainjobs.trainer.kubeflow.org"}, got)).To(Succeed())
-			return got.Annotations[crds.VersionAnnotation]
+			return got.Annotations[kiln.AnnotationCRDsVersion]
 		}
 		DeferCleanup(func(ctx context.Context) {
 			// As a development build applies them: without the annotation (server-side apply

@@ -226,11 +226,12 @@ func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 	}
 	// As from a release: the chart packaged with its dependencies, pushed to the registry and
 	// installed from there (oci://), the images' registry set by values.
-	push := r.pushChart
+	var chartRef, version string
 	if r.From != "" {
-		push = r.pushRelease
+		chartRef, version, err = r.pushRelease(ctx)
+	} else {
+		chartRef, version, err = r.pushChart(ctx, "")
 	}
-	chartRef, version, err := push(ctx)
 	if err != nil {
 		return err
 	}
@@ -251,26 +252,39 @@ func (r Release) Up(ctx context.Context, cs *cluster.Clients) error {
 	return nil
 }
 
-// pushChart packages charts/kiln (its dependencies included) and pushes it to the registry,
-// returning the chart's oci:// reference and version.
-func (r Release) pushChart(ctx context.Context) (ref, version string, err error) {
-	var meta struct{ Version string }
-	data, err := os.ReadFile(filepath.Join(r.Root, "charts", "kiln", "Chart.yaml"))
-	if err != nil {
-		return "", "", err
+// pushChart packages charts/kiln (its dependencies included) as version (its own when
+// empty; another is the chart's appVersion too) and pushes it to the registry, returning
+// the chart's oci:// reference and version.
+func (r Release) pushChart(ctx context.Context, version string) (ref, pushed string, err error) {
+	args := []string{"package", filepath.Join(r.Root, "charts", "kiln"), "--destination", filepath.Join(r.StateDir, "charts")}
+	if version == "" {
+		if version, err = r.chartVersion(); err != nil {
+			return "", "", err
+		}
+	} else {
+		args = append(args, "--version", version, "--app-version", version)
 	}
-	if err := yaml.Unmarshal(data, &meta); err != nil {
-		return "", "", fmt.Errorf("charts/kiln/Chart.yaml: %w", err)
-	}
-	dir := filepath.Join(r.StateDir, "charts")
-	if out, err := r.Helm(ctx, "package", filepath.Join(r.Root, "charts", "kiln"), "--destination", dir); err != nil {
+	if out, err := r.Helm(ctx, args...); err != nil {
 		return "", "", fmt.Errorf("packaging the chart: %w\n%s", err, out)
 	}
 	repo := "oci://" + r.Registry + "/charts"
-	if out, err := r.Helm(ctx, "push", filepath.Join(dir, "kiln-"+meta.Version+".tgz"), repo, "--ca-file", r.PKI.CAFile()); err != nil {
-		return "", "", fmt.Errorf("pushing the chart to %s: %w\n%s", repo, err, out)
+	if out, err := r.Helm(ctx, "push", filepath.Join(r.StateDir, "charts", "kiln-"+version+".tgz"), repo, "--ca-file", r.PKI.CAFile()); err != nil {
+		return "", "", fmt.Errorf("pushing the chart %s to %s: %w\n%s", version, repo, err, out)
 	}
-	return repo + "/kiln", meta.Version, nil
+	return repo + "/kiln", version, nil
+}
+
+// chartVersion is charts/kiln's version.
+func (r Release) chartVersion() (string, error) {
+	var meta struct{ Version string }
+	data, err := os.ReadFile(filepath.Join(r.Root, "charts", "kiln", "Chart.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return "", fmt.Errorf("charts/kiln/Chart.yaml: %w", err)
+	}
+	return meta.Version, nil
 }
 
 // pushRelease pushes the release in From, its Kiln images (tagged as the release tagged
@@ -304,12 +318,8 @@ func (r Release) pushRelease(ctx context.Context) (ref, version string, err erro
 			return "", "", err
 		}
 	}
-	dir := filepath.Join(r.StateDir, "charts")
-	if out, err := r.Helm(ctx, "package", filepath.Join(r.Root, "charts", "kiln"), "--version", target, "--app-version", target, "--destination", dir); err != nil {
-		return "", "", fmt.Errorf("packaging the chart: %w\n%s", err, out)
-	}
-	if out, err := r.Helm(ctx, "push", filepath.Join(dir, "kiln-"+target+".tgz"), "oci://"+r.Registry+"/charts", "--ca-file", r.PKI.CAFile()); err != nil {
-		return "", "", fmt.Errorf("pushing the chart %s: %w\n%s", target, err, out)
+	if _, _, err := r.pushChart(ctx, target); err != nil {
+		return "", "", err
 	}
 
 	packages, _ := filepath.Glob(filepath.Join(r.From, "kiln-*.tgz"))
@@ -329,19 +339,15 @@ func (r Release) pushRelease(ctx context.Context) (ref, version string, err erro
 // images' tag (0.1.0-dev.062a892), its images tagged v<version> as a release's are, so that
 // an upgrade to it is what an upgrade to a release is.
 func (r Release) UpgradeVersion() (string, error) {
-	var meta struct{ Version string }
-	data, err := os.ReadFile(filepath.Join(r.Root, "charts", "kiln", "Chart.yaml"))
+	version, err := r.chartVersion()
 	if err != nil {
 		return "", err
-	}
-	if err := yaml.Unmarshal(data, &meta); err != nil {
-		return "", fmt.Errorf("charts/kiln/Chart.yaml: %w", err)
 	}
 	_, _, tag, err := r.ImageRef("kiln-operator")
 	if err != nil {
 		return "", err
 	}
-	return meta.Version + "-dev." + strings.TrimPrefix(tag, "v"), nil
+	return version + "-dev." + strings.TrimPrefix(tag, "v"), nil
 }
 
 // tlsSecret gives the chart's API server the platform's serving certificate.
