@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	crdfiles "github.com/kiln-ml/kiln/api/config/crd"
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
@@ -152,8 +154,13 @@ var _ = Describe("Conformance", Label(conformance), func() {
 
 	It("serves Kiln's kinds from CRDs its release wrote, with the operator's pods ready and the catalog's runtimes", func(ctx context.Context) {
 		versions := map[string]string{}
-		for _, name := range []string{"trainjobs.trainer.kubeflow.org", "trainingruntimes.trainer.kubeflow.org",
-			"clustertrainingruntimes.trainer.kubeflow.org", "crontrainjobs.kiln.dev", "trainjobmetrics.kiln.dev"} {
+		// Every CRD of this release: <group>_<plural>.yaml in api/config/crd.
+		files, err := fs.ReadDir(crdfiles.Files, ".")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).NotTo(BeEmpty())
+		for _, f := range files {
+			group, plural, _ := strings.Cut(strings.TrimSuffix(f.Name(), ".yaml"), "_")
+			name := plural + "." + group
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed(), "the CRD %s: is Kiln's chart installed?", name)
 			established := false
