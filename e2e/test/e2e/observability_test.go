@@ -168,7 +168,9 @@ var _ = Describe("Observability", Label(chartMode), func() {
 		done := queued("done", map[string]string{annDuration: "3s"})
 		done.Spec.TTLSecondsAfterFinished = ptr.To[int32](1)
 		late := queued("late", map[string]string{annDuration: "120s"})
-		late.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
+		// Long enough to be running first (each job is counted entering running), however
+		// slowly its pods start on a loaded machine: 3 s once was not.
+		late.Spec.ActiveDeadlineSeconds = ptr.To[int64](15)
 		Expect(k8s.Create(ctx, done)).To(Succeed())
 		Expect(k8s.Create(ctx, late)).To(Succeed())
 		waitCondition(ctx, ns, "late", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
