@@ -48,7 +48,10 @@ type Clients struct {
 	// Cache holds TrainJobs, runtimes, the pods of JobSets, runtime snapshots and Kueue's
 	// objects, read with the server's own identity. Every read from it is authorized for
 	// the caller first (Authorizer).
-	Cache      cache.Cache
+	Cache cache.Cache
+	// Recent holds the TrainJobs and CronTrainJobs this server created until Cache has them:
+	// lists add them (SortedWithRecent).
+	Recent     *Recent
 	Authorizer *Authorizer
 	// KubernetesVersion is the cluster's, e.g. v1.36.3.
 	KubernetesVersion string
@@ -77,10 +80,12 @@ type Options struct {
 // optionalAPI is an API the server uses where it is installed: its kinds are cached once
 // the API is served, whether at start or later.
 type optionalAPI struct {
-	name   string
-	gvk    schema.GroupVersionKind
-	kinds  func() []client.Object
-	index  func(ctx context.Context, c cache.Cache) error
+	name  string
+	gvk   schema.GroupVersionKind
+	kinds func() []client.Object
+	index func(ctx context.Context, c cache.Cache) error
+	// recent, where set, is told of the first kind's adds.
+	recent *Recent
 	served atomic.Bool
 }
 
@@ -162,11 +167,13 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	recent := NewRecent(clock.RealClock{})
 	return &Clients{
 		AsCaller:          asCaller,
 		CoreAsCaller:      coreAsCaller,
 		Self:              self,
 		Cache:             c,
+		Recent:            recent,
 		Authorizer:        &Authorizer{Client: self.AuthorizationV1().SubjectAccessReviews(), Clock: clock.RealClock{}, TTL: o.AuthzCacheTTL, MaxEntries: 100_000},
 		KubernetesVersion: version.GitVersion,
 		mapper:            mapper,
@@ -178,7 +185,7 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 				return c.IndexField(ctx, New(WorkloadGVK), IndexJobUID, byLabel(trainer.KueueJobUIDLabel))
 			}},
 		crons: &optionalAPI{name: "CronTrainJob", gvk: kiln.GroupVersion.WithKind(kiln.CronTrainJobKind),
-			kinds: func() []client.Object { return []client.Object{&kiln.CronTrainJob{}} }},
+			kinds: func() []client.Object { return []client.Object{&kiln.CronTrainJob{}} }, recent: recent},
 		options: o,
 	}, nil
 }
@@ -215,8 +222,14 @@ func (c *Clients) Start(ctx context.Context) error {
 		return fmt.Errorf("indexing pods: %w", err)
 	}
 	for _, obj := range cachedKinds() {
-		if _, err := c.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+		informer, err := c.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		if _, ok := obj.(*trainer.TrainJob); ok {
+			if err := c.Recent.watch(informer); err != nil {
+				return fmt.Errorf("watching %T: %w", obj, err)
+			}
 		}
 	}
 	errc := make(chan error, 1)
@@ -288,9 +301,13 @@ func (api *optionalAPI) start(ctx context.Context, c cache.Cache) error {
 			return fmt.Errorf("indexing %s: %w", api.name, err)
 		}
 	}
-	for _, obj := range api.kinds() {
+	for i, obj := range api.kinds() {
 		// Blocks until the informer has synced (the cache runs already).
-		if _, err := c.GetInformer(ctx, obj); err != nil {
+		informer, err := c.GetInformer(ctx, obj)
+		if err == nil && i == 0 && api.recent != nil {
+			err = api.recent.watch(informer)
+		}
+		if err != nil {
 			return fmt.Errorf("watching %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
 		}
 	}

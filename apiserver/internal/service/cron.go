@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -95,7 +96,7 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 		}
 	}
 	idem.stamp(cj)
-	cj, replayed, err := createOnce(ctx, s.kube.AsCaller, cj, func() *kiln.CronTrainJob { return &kiln.CronTrainJob{} }, idem, m.GetDryRun(), kiln.CronTrainJobKind, what)
+	cj, replayed, err := createOnce(ctx, s.kube, cj, func() *kiln.CronTrainJob { return &kiln.CronTrainJob{} }, idem, m.GetDryRun(), kiln.CronTrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +210,10 @@ func (s *CronTrainJobs) ListCronTrainJobs(ctx context.Context, req *connect.Requ
 	if err := s.kube.Cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, toConnect("listing CronTrainJobs", err)
 	}
-	slices.SortFunc(list.Items, func(a, b kiln.CronTrainJob) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
+	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
 	res := &kilnv1.ListCronTrainJobsResponse{}
-	for i := range list.Items {
-		res.CronTrainJobs = append(res.CronTrainJobs, s.view(&list.Items[i]))
+	for i := range items {
+		res.CronTrainJobs = append(res.CronTrainJobs, s.view(&items[i]))
 	}
 	return connect.NewResponse(res), nil
 }
@@ -299,7 +298,7 @@ func (s *CronTrainJobs) TriggerCronTrainJob(ctx context.Context, req *connect.Re
 	run.OwnerReferences[0].BlockOwnerDeletion = nil
 	idem.stamp(run)
 	run.Annotations = telemetry.Annotate(ctx, run.Annotations)
-	run, replayed, err := createOnce(ctx, s.kube.AsCaller, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, false, trainer.TrainJobKind, what)
+	run, replayed, err := createOnce(ctx, s.kube, run, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, false, trainer.TrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +324,7 @@ func (s *CronTrainJobs) DeleteCronTrainJob(ctx context.Context, req *connect.Req
 	if err := s.kube.AsCaller.Delete(ctx, cj, client.PropagationPolicy(policy)); err != nil {
 		return nil, toConnect(fmt.Sprintf("deleting CronTrainJob %s/%s", m.GetNamespace(), m.GetName()), err)
 	}
+	s.kube.Recent.Forget(cj)
 	return connect.NewResponse(&kilnv1.DeleteCronTrainJobResponse{}), nil
 }
 
@@ -342,7 +342,9 @@ func (s *CronTrainJobs) ListCronTrainJobRuns(ctx context.Context, req *connect.R
 	if err := s.kube.Cache.List(ctx, list, client.InNamespace(cj.Namespace), client.MatchingLabels{kiln.LabelCronTrainJob: cj.Name}); err != nil {
 		return nil, toConnect(fmt.Sprintf("listing the runs of CronTrainJob %s/%s", cj.Namespace, cj.Name), err)
 	}
-	runs := slices.DeleteFunc(list.Items, func(tj trainer.TrainJob) bool { return !metav1.IsControlledBy(&tj, cj) })
+	// Runs started by "run now" through this server are listed before the cache has them.
+	items := kube.SortedWithRecent(s.kube.Recent, list.Items, cj.Namespace, labels.SelectorFromSet(labels.Set{kiln.LabelCronTrainJob: cj.Name}))
+	runs := slices.DeleteFunc(items, func(tj trainer.TrainJob) bool { return !metav1.IsControlledBy(&tj, cj) })
 	scheduled := func(tj *trainer.TrainJob) time.Time {
 		if t, err := time.Parse(time.RFC3339, tj.Annotations[kiln.AnnotationScheduledTime]); err == nil {
 			return t

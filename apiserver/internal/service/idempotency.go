@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/request"
 )
 
@@ -119,8 +120,10 @@ func (i *idempotency) replay(kind string, existing metav1.Object) error {
 // makes the request safe to retry: a name taken by another request's object moves obj to
 // the next name of the request's chain, and an object this request created before is
 // returned (replayed) instead of an error. fresh returns an empty object to read into. A
-// dry run stores nothing, so it is never replayed: it ignores idem.
-func createOnce[T client.Object](ctx context.Context, c client.Client, obj T, fresh func() T, idem *idempotency, dryRun bool, kind, what string) (T, bool, error) {
+// dry run stores nothing, so it is never replayed: it ignores idem. What it creates, the
+// server's lists show at once (k.Recent).
+func createOnce[T client.Object](ctx context.Context, k *kube.Clients, obj T, fresh func() T, idem *idempotency, dryRun bool, kind, what string) (T, bool, error) {
+	c := k.AsCaller
 	opts := []client.CreateOption{client.FieldOwner(FieldManager)}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
@@ -129,6 +132,9 @@ func createOnce[T client.Object](ctx context.Context, c client.Client, obj T, fr
 	for step := 1; ; step++ {
 		err := c.Create(ctx, obj, opts...)
 		if err == nil {
+			if !dryRun {
+				k.Recent.Created(obj)
+			}
 			return obj, false, nil
 		}
 		if !apierrors.IsAlreadyExists(err) || idem == nil {

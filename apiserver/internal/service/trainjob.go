@@ -70,7 +70,7 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	idem.stamp(tj)
 	// The operator's spans for the job continue this call's trace (submit to completion).
 	tj.Annotations = telemetry.Annotate(ctx, tj.Annotations)
-	tj, replayed, err := createOnce(ctx, s.kube.AsCaller, tj, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, m.GetDryRun(), trainer.TrainJobKind, what)
+	tj, replayed, err := createOnce(ctx, s.kube, tj, func() *trainer.TrainJob { return &trainer.TrainJob{} }, idem, m.GetDryRun(), trainer.TrainJobKind, what)
 	if err != nil {
 		return nil, err
 	}
@@ -238,10 +238,7 @@ func (s *TrainJobs) ListTrainJobs(ctx context.Context, req *connect.Request[kiln
 	if err := s.kube.Cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, toConnect(what, err)
 	}
-	items := list.Items
-	slices.SortFunc(items, func(a, b trainer.TrainJob) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
+	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
 	res := &kilnv1.ListTrainJobsResponse{}
 	for i := range items {
 		tj := &items[i]
@@ -273,6 +270,7 @@ func (s *TrainJobs) DeleteTrainJob(ctx context.Context, req *connect.Request[kil
 	if err := s.kube.AsCaller.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		return nil, toConnect(fmt.Sprintf("deleting TrainJob %s/%s", m.GetNamespace(), m.GetName()), err)
 	}
+	s.kube.Recent.Forget(tj)
 	return connect.NewResponse(&kilnv1.DeleteTrainJobResponse{}), nil
 }
 

@@ -348,9 +348,12 @@ spec: {runtimeRef: {name: torch-distributed}}
 				for i := range 5 {
 					create(ctx, bob, "team-b", newJob(fmt.Sprintf("%spage-%d", p.prefix(), i)))
 				}
+				create(ctx, alice, "team-a", newJob(name("page-a")))
 				var names []string
 				token := ""
-				Eventually(ctx, func(g Gomega) {
+				// Read your writes: the next list shows the jobs just created, though it reads
+				// the server's cache (no Eventually).
+				func(g Gomega) {
 					names, token = nil, ""
 					for page := 0; ; page++ {
 						g.Expect(page).To(BeNumerically("<", 10))
@@ -369,7 +372,7 @@ spec: {runtimeRef: {name: torch-distributed}}
 						}
 					}
 					g.Expect(names).To(Equal([]string{name("page-0"), name("page-1"), name("page-2"), name("page-3"), name("page-4")}))
-				}).Should(Succeed())
+				}(Default)
 
 				res, err := bob.jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: "team-b", PageSize: 2}))
 				Expect(err).NotTo(HaveOccurred())
