@@ -54,7 +54,8 @@ BENCH_BINARIES := $(BIN)/trainer-controller-manager
 module_dir = cd tools/$(1) && $(TOOLS_ENV) go mod download $(2) && $(TOOLS_ENV) go list -m -f '{{.Dir}}' $(2)
 
 # Manifests rendered from the pinned JobSet and Kueue modules (never committed).
-ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BIN)/manifests/kwok-stages.yaml
+ADDON_MANIFESTS := $(BIN)/manifests/jobset.yaml $(BIN)/manifests/kueue.yaml $(BIN)/manifests/kwok-stages.yaml \
+	$(BIN)/manifests/podgroups-coscheduling.yaml $(BIN)/manifests/podgroups-volcano.yaml
 # KWOK's own node and pod-ready stages; the harness adds Kiln's pod lifecycle stages.
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml
 
@@ -283,6 +284,19 @@ $(BIN)/manifests/trainer.yaml: tools/trainer/go.mod tools/trainer/go.sum | $(BIN
 		for k in crds webhook runtimes; do echo "---"; kubectl kustomize "$$dir/$$k"; done > $@.tmp
 	mv $@.tmp $@
 
+# The PodGroup CRDs of gang scheduling: scheduler-plugins' (the platform's scheduler runs its
+# coscheduling plugin, same pinned module), and Volcano's, generated from its pinned API types
+# as Volcano generates it (the API module ships no CRD), to check what Kiln renders for it.
+$(BIN)/manifests/podgroups-coscheduling.yaml: $(PLATFORM_MODULE)
+	@mkdir -p $(@D)
+	dir="$$($(call module_dir,platform,sigs.k8s.io/scheduler-plugins))"; cp "$$dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" $@.tmp && chmod 644 $@.tmp
+	mv $@.tmp $@
+
+$(BIN)/manifests/podgroups-volcano.yaml: operator/go.mod operator/go.sum | $(BIN)/controller-gen
+	@mkdir -p $(@D)
+	rm -rf $@.d && cd operator && $(BIN)/controller-gen crd paths=volcano.sh/apis/pkg/apis/scheduling/v1beta1 output:crd:dir=$@.d
+	mv $@.d/scheduling.volcano.sh_podgroups.yaml $@ && rm -rf $@.d
+
 $(BIN)/manifests/kwok-stages.yaml: $(PLATFORM_MODULE)
 	@mkdir -p $(@D)
 	dir="$$($(call module_dir,platform,sigs.k8s.io/kwok))/kustomize/stage"; \
@@ -319,8 +333,13 @@ node-host-packages:
 
 # Static, all of them (the kubelet too, unlike upstream's release), so that they, KWOK, JobSet
 # and Kueue share every compiled package, and the same binaries go into images.
-$(addprefix $(BIN)/,$(KUBE_BINARIES) kubeadm): $(PLATFORM_MODULE)
+$(addprefix $(BIN)/,$(filter-out kube-scheduler,$(KUBE_BINARIES)) kubeadm): $(PLATFORM_MODULE)
 	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(@F)
+
+# Kubernetes' scheduler with scheduler-plugins' coscheduling plugin registered (gang
+# scheduling of PodGroups; tools/platform/cmd/kube-scheduler).
+$(BIN)/kube-scheduler: $(PLATFORM_MODULE) tools/platform/cmd/kube-scheduler/main.go
+	cd tools/platform && CGO_ENABLED=0 $(TOOLS_ENV) go build -trimpath -ldflags '-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ ./cmd/kube-scheduler
 
 $(BIN)/etcd: tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	cd tools/etcd && $(TOOLS_ENV) $(GO_BUILD) -o $@ .

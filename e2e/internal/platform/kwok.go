@@ -12,12 +12,17 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
+	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/process"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/realnode"
 )
 
 //go:embed stages.yaml
 var podStages string
+
+//go:embed kube-scheduler.yaml
+var schedulerConfig []byte
 
 // kwokctlConfig renders the KwokctlConfiguration plus stages and logs for the cluster.
 // upstreamStages is KWOK's own node-initialize, node-heartbeat-with-lease and pod-ready
@@ -47,8 +52,14 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		}
 		options["kubeAuditPolicy"] = policy
 	}
-	// The Job controller and the scheduler get a client budget that keeps them out of the
-	// way when a thousand training pods start at once (their defaults are 20 and 50 QPS).
+	schedulerPath := filepath.Join(c.ConfigDir(), "kube-scheduler.yaml")
+	if err := os.WriteFile(schedulerPath, schedulerConfig, 0o644); err != nil {
+		return "", fmt.Errorf("writing the scheduler's configuration: %w", err)
+	}
+	options["kubeSchedulerConfig"] = schedulerPath
+	// The Job controller gets a client budget that keeps it out of the way when a thousand
+	// training pods start at once (its default is 20 QPS); the scheduler's is in its
+	// configuration.
 	budget := []any{map[string]any{"key": "kube-api-qps", "value": "200"}, map[string]any{"key": "kube-api-burst", "value": "400"}}
 	cfg := map[string]any{
 		"apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -56,7 +67,6 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		"options":    options,
 		"componentsPatches": []any{
 			map[string]any{"name": "kube-controller-manager", "extraArgs": budget},
-			map[string]any{"name": "kube-scheduler", "extraArgs": budget},
 			// On 2 cores the apiserver is what everything waits for, and a quarter of its CPU is
 			// garbage collection: it gets memory (this machine has plenty) in exchange.
 			map[string]any{
@@ -173,4 +183,18 @@ func (c Config) componentLogs() string {
 		fmt.Fprintf(&b, "--- %s (last 15 lines)\n%s\n", filepath.Base(p), process.Tail(p, 15))
 	}
 	return b.String()
+}
+
+// applyPodGroupCRD installs scheduler-plugins' PodGroup CRD, whose gangs the platform's
+// scheduler (kube-scheduler.yaml) schedules: it comes with the scheduler, whatever installs
+// Kiln.
+func (p *Platform) applyPodGroupCRD(ctx context.Context, cs *cluster.Clients) error {
+	objs, err := kilntesting.ReadManifests(filepath.Join(p.ManifestsDir(), "podgroups-coscheduling.yaml"))
+	if err != nil {
+		return fmt.Errorf("the PodGroup CRD (run `make tools`): %w", err)
+	}
+	if err := cs.Apply(ctx, objs...); err != nil {
+		return fmt.Errorf("installing the PodGroup CRD: %w", err)
+	}
+	return cs.WaitCRDsEstablished(ctx, objs)
 }

@@ -52,6 +52,9 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.applyPodGroupCRD(ctx, cs); err != nil {
+		return err
+	}
 	if err := p.applyNodes(ctx, cs); err != nil {
 		return err
 	}

@@ -24,7 +24,10 @@ const (
 	ReasonRenderFailed    = "RenderFailed"
 	ReasonTTLExpired      = "TTLExpired"
 	ReasonJobSetRetrying  = "JobSetRetrying"
-	ReasonRestarted       = "Restarted"
+	// ReasonPodGroupUnavailable: the runtime asks for gang scheduling and the cluster serves
+	// no PodGroup of its kind.
+	ReasonPodGroupUnavailable = "PodGroupUnavailable"
+	ReasonRestarted           = "Restarted"
 )
 
 // event is recorded once the status write that it describes succeeded.

@@ -75,6 +75,11 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 			return nil, fmt.Errorf("applying MPI hostfile: %w", err)
 		}
 	}
+	if res.PodGroup != nil {
+		if evs, err := r.applyPodGroup(ctx, res.PodGroup); err != nil {
+			return evs, err
+		}
+	}
 	step := "update JobSet"
 	if js == nil {
 		step = "create JobSet"
@@ -96,6 +101,34 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 		r.recorder.Eventf(tj, res.JobSet, corev1.EventTypeNormal, ReasonCreated, "Reconcile", "Created JobSet %s", res.JobSet.Name)
 	}
 	return nil, nil
+}
+
+// applyPodGroup writes the gang of the runtime's podGroupPolicy before the JobSet whose pods
+// name it: a coscheduling scheduler refuses a pod whose PodGroup does not exist. Like
+// upstream, it is written whenever the JobSet is (created, or updated while suspended), and
+// not while the job runs. A cluster that serves no PodGroup kind holds the job (its pods
+// would not be gang-scheduled, or not scheduled at all) and says so.
+func (r *TrainJobReconciler) applyPodGroup(ctx context.Context, pg client.Object) ([]event, error) {
+	_, err := r.apply(ctx, pg)
+	if err == nil {
+		return nil, nil
+	}
+	gvk := pg.GetObjectKind().GroupVersionKind()
+	if meta.IsNoMatchError(err) {
+		msg := fmt.Sprintf("the runtime asks for gang scheduling (podGroupPolicy.%s) but the cluster serves no %s: "+
+			"install its CRD and its scheduler, or remove podGroupPolicy from the runtime; the JobSet is created once %s is served",
+			podGroupPolicyName(gvk.Group), gvk.GroupKind(), gvk.GroupKind())
+		return []event{{corev1.EventTypeWarning, ReasonPodGroupUnavailable, msg}}, fmt.Errorf("%w: %s", errApplyRetried, msg)
+	}
+	return nil, fmt.Errorf("%w: applying %s %s: %w", errApplyRetried, gvk.GroupKind(), pg.GetName(), err)
+}
+
+// podGroupPolicyName is the podGroupPolicy field whose PodGroups are in group.
+func podGroupPolicyName(group string) string {
+	if group == "scheduling.volcano.sh" {
+		return "volcano"
+	}
+	return "coscheduling"
 }
 
 // errRender: the TrainJob and its runtime do not make a JobSet; a retry cannot fix that.
@@ -257,9 +290,9 @@ type appliedJobSet struct {
 // renderingHash identifies everything reconcileJobSet writes for a rendering.
 func renderingHash(res *render.Result) ([sha256.Size]byte, error) {
 	data, err := json.Marshal(struct {
-		JobSet, Hostfile any
-		SSH              bool
-	}{res.JobSet, res.HostfileConfigMap, res.NeedsSSHSecret})
+		JobSet, Hostfile, PodGroup any
+		SSH                        bool
+	}{res.JobSet, res.HostfileConfigMap, res.PodGroup, res.NeedsSSHSecret})
 	if err != nil {
 		return [sha256.Size]byte{}, fmt.Errorf("hashing the rendered JobSet: %w", err)
 	}

@@ -18,8 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	coscheduling "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
+	volcano "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	"github.com/kiln-ml/kiln/api/testing/pinned"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -44,6 +47,21 @@ func convert[T any](t *testing.T, in any) *T {
 // upstreamRender renders tj with Kubeflow Trainer v2.3's own runtime framework.
 func upstreamRender(t *testing.T, tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) (*jobsetv1alpha2.JobSet, *corev1.ConfigMap) {
 	t.Helper()
+	up := upstreamObjects(t, tj, rt)
+	return up.jobSet, up.hostfile
+}
+
+// upstreamRendering is what upstream's runtime framework renders for a TrainJob.
+type upstreamRendering struct {
+	jobSet   *jobsetv1alpha2.JobSet
+	hostfile *corev1.ConfigMap
+	// podGroup is a scheduler-plugins or a Volcano PodGroup, or nil.
+	podGroup client.Object
+}
+
+// upstreamObjects renders tj with Kubeflow Trainer v2.3's own runtime framework.
+func upstreamObjects(t *testing.T, tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) upstreamRendering {
+	t.Helper()
 	ctx := context.Background()
 	urt := &upstream.TrainingRuntime{
 		TypeMeta:   metav1.TypeMeta{APIVersion: upstream.GroupVersion.String(), Kind: upstream.TrainingRuntimeKind},
@@ -65,22 +83,26 @@ func upstreamRender(t *testing.T, tj *trainer.TrainJob, rt *trainer.TrainingRunt
 	if err != nil {
 		t.Fatal(err)
 	}
-	var js *jobsetv1alpha2.JobSet
-	var hostfile *corev1.ConfigMap
+	var out upstreamRendering
 	for _, o := range typed {
 		switch v := o.(type) {
 		case *jobsetv1alpha2.JobSet:
-			js = v
+			out.jobSet = v
 		case *corev1.ConfigMap:
 			if v.Name == HostfileName(tj) {
-				hostfile = v
+				out.hostfile = v
 			}
+		case *coscheduling.PodGroup, *volcano.PodGroup:
+			out.podGroup = v.(client.Object)
+		case *corev1.Secret: // MPI's SSH key: random, Kiln's own tests cover it
+		default:
+			t.Fatalf("upstream rendered a %T, unknown to this test", o)
 		}
 	}
-	if js == nil {
+	if out.jobSet == nil {
 		t.Fatal("upstream rendered no JobSet")
 	}
-	return js, hostfile
+	return out
 }
 
 // differentialCase is one TrainJob of the matrix.
@@ -353,9 +375,6 @@ func TestUpstreamExamplesRenderIdentically(t *testing.T) {
 			}
 		}
 	}
-	// Gang scheduling (podGroupPolicy: coscheduling, volcano) is not implemented in Kiln yet:
-	// upstream adds the pod annotation scheduling.k8s.io/group-name and a PodGroup.
-	notYet := map[string]string{"04-volcano-integration.yaml": "podGroupPolicy.volcano is not implemented"}
 	rendered := 0
 	for _, f := range examples {
 		for _, doc := range decodeFile(t, f) {
@@ -369,18 +388,19 @@ func TestUpstreamExamplesRenderIdentically(t *testing.T) {
 			}
 			name := filepath.Base(f)
 			t.Run(name, func(t *testing.T) {
-				if why, ok := notYet[name]; ok {
-					t.Skip(why)
-				}
 				rt, ok := runtimesByName[tj.Spec.RuntimeRef.Name]
 				if !ok {
 					t.Fatalf("no upstream runtime %s", tj.Spec.RuntimeRef.Name)
 				}
 				tj.Spec.RuntimeRef.Kind = ptr.To(trainer.TrainingRuntimeKind)
-				want, _ := upstreamRender(t, tj, rt)
+				up := upstreamObjects(t, tj, rt)
+				want := up.jobSet
 				got, err := Render(tj, rt)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if diff := cmp.Diff(up.podGroup, got.PodGroup); diff != "" {
+					t.Errorf("PodGroup differs from upstream (-upstream +kiln):\n%s", diff)
 				}
 				if diff := cmp.Diff(want.Spec, got.JobSet.Spec); diff != "" {
 					t.Errorf("JobSet spec differs from upstream (-upstream +kiln):\n%s", diff)
@@ -399,4 +419,85 @@ func TestUpstreamExamplesRenderIdentically(t *testing.T) {
 		t.Errorf("only %d upstream examples rendered", rendered)
 	}
 	t.Logf("%d upstream examples render identically", rendered)
+}
+
+// TestPodGroupsMatchUpstream renders every catalog runtime with each gang-scheduling policy
+// through Kiln and through upstream, and requires the same PodGroup and the same pods
+// (which name it), initializers counted.
+func TestPodGroupsMatchUpstream(t *testing.T) {
+	rts, err := runtimes.ClusterTrainingRuntimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]func(*trainer.TrainingRuntimeSpec){
+		"coscheduling": func(s *trainer.TrainingRuntimeSpec) {
+			s.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
+				Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](30)}}}
+		},
+		"volcano": func(s *trainer.TrainingRuntimeSpec) {
+			s.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
+				Volcano: &trainer.VolcanoPodGroupPolicySource{NetworkTopology: &trainer.NetworkTopologySpec{Mode: "soft", HighestTierAllowed: ptr.To(2)}}}}
+			s.Template.Annotations = overlay(s.Template.Annotations, map[string]string{volcano.QueueNameAnnotationKey: "research"})
+			for i := range s.Template.Spec.ReplicatedJobs {
+				s.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.PriorityClassName = "train-" + s.Template.Spec.ReplicatedJobs[i].Name
+			}
+		},
+		"volcano, defaults": func(s *trainer.TrainingRuntimeSpec) {
+			s.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Volcano: &trainer.VolcanoPodGroupPolicySource{}}}
+		},
+	}
+	gpus := &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), "nvidia.com/gpu": resource.MustParse("4")},
+		Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")},
+	}
+	checked := 0
+	for _, rt := range rts {
+		for policyName, policy := range policies {
+			for _, nodes := range []*int32{nil, ptr.To[int32](4)} {
+				for _, suspended := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%s/nodes=%d/suspended=%v", rt.Name, policyName, ptr.Deref(nodes, 0), suspended)
+					t.Run(name, func(t *testing.T) {
+						spec := rt.Spec.DeepCopy()
+						if m := spec.MLPolicy.MPI; m != nil {
+							m.NumProcPerNode = ptr.To(ptr.Deref(m.NumProcPerNode, 1))
+							m.MPIImplementation = ptr.To(ptr.Deref(m.MPIImplementation, trainer.MPIImplementationOpenMPI))
+							m.SSHAuthMountPath = ptr.To(ptr.Deref(m.SSHAuthMountPath, "/root/.ssh"))
+							m.RunLauncherAsNode = ptr.To(ptr.Deref(m.RunLauncherAsNode, false))
+						}
+						policy(spec)
+						tj := &trainer.TrainJob{
+							TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+							ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "uid-1"},
+							Spec: trainer.TrainJobSpec{
+								RuntimeRef: trainer.RuntimeRef{Name: rt.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)},
+								Trainer:    &trainer.Trainer{NumNodes: nodes, ResourcesPerNode: gpus},
+								Suspend:    ptr.To(suspended),
+							},
+						}
+						if suspended {
+							tj.Spec.RuntimePatches = []trainer.RuntimePatch{kueuePatch()}
+						}
+						want := upstreamObjects(t, tj, spec)
+						got, err := Render(tj, spec)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if want.podGroup == nil || got.PodGroup == nil {
+							t.Fatalf("PodGroup: upstream rendered %v, kiln %v", want.podGroup, got.PodGroup)
+						}
+						if diff := cmp.Diff(want.podGroup, got.PodGroup); diff != "" {
+							t.Errorf("PodGroup differs from upstream (-upstream +kiln):\n%s", diff)
+						}
+						if diff := cmp.Diff(want.jobSet.Spec, got.JobSet.Spec); diff != "" {
+							t.Errorf("JobSet spec differs from upstream (-upstream +kiln):\n%s", diff)
+						}
+						checked++
+					})
+				}
+			}
+		}
+	}
+	if checked < 12 {
+		t.Errorf("only %d renderings compared", checked)
+	}
 }

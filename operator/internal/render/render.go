@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -25,6 +26,9 @@ type Result struct {
 	HostfileConfigMap *corev1.ConfigMap
 	// NeedsSSHSecret says the MPI SSH key Secret (SSHSecretName) must exist.
 	NeedsSSHSecret bool
+	// PodGroup is the gang of the runtime's podGroupPolicy (a scheduler-plugins or a Volcano
+	// PodGroup), or nil.
+	PodGroup client.Object
 }
 
 // job is one replicated job being rendered, with its pod count.
@@ -129,6 +133,7 @@ func Render(tj *trainer.TrainJob, rt *trainer.TrainingRuntimeSpec) (*Result, err
 	}
 	r.initializers()
 	r.trainerOverrides()
+	res.PodGroup = r.podGroup(rt.PodGroupPolicy, annotations)
 
 	res.JobSet = &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
