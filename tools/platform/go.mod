@@ -11,7 +11,9 @@ module github.com/kiln-ml/kiln/tools/platform
 go 1.26.0
 
 require (
+	k8s.io/apimachinery v0.36.3
 	k8s.io/component-base v0.36.3
+	k8s.io/kube-scheduler v0.36.0
 	k8s.io/kubernetes v1.36.3
 	sigs.k8s.io/jobset v0.12.0
 	sigs.k8s.io/kueue v0.19.0
@@ -215,7 +217,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.36.3 // indirect
 	k8s.io/apiextensions-apiserver v0.36.2 // indirect
-	k8s.io/apimachinery v0.36.3 // indirect
 	k8s.io/apiserver v0.36.3 // indirect
 	k8s.io/autoscaler/cluster-autoscaler/apis v0.0.0-20240830133931-adfbe7e45277 // indirect
 	k8s.io/cli-runtime v0.36.3 // indirect
@@ -239,7 +240,6 @@ require (
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260618221249-bc653b64f974 // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
-	k8s.io/kube-scheduler v0.36.0 // indirect
 	k8s.io/kubectl v0.36.2 // indirect
 	k8s.io/kubelet v0.36.3 // indirect
 	k8s.io/metrics v0.36.3 // indirect

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/runtimes"
+)
+
+// boundPods counts the pods of a TrainJob the scheduler bound to a node.
+func boundPods(pods []corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Serial: it fills the KWOK fleet's GPUs.
+var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
+	It("binds no pod of a gang until every pod of it fits, then binds them all", func(ctx context.Context) {
+		ns := newNamespace(ctx, "gang")
+		crt, err := runtimes.ClusterTrainingRuntime("torch-distributed")
+		Expect(err).NotTo(HaveOccurred())
+		spec := crt.Spec.DeepCopy()
+		spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
+			Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](10)},
+		}}
+		Expect(k8s.Create(ctx, &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: ns}, Spec: *spec})).To(Succeed())
+		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
+
+		By("filling 3 of the 4 on-demand GPU nodes")
+		filler := torchJob(ns, "filler", 3).ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(long).Obj()
+		Expect(k8s.Create(ctx, filler)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(boundPods(podsOf(ctx, g, ns, "filler"))).To(Equal(3))
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("submitting a 2-node gang: one node is free, so none of its pods may be bound")
+		gang := torchJob(ns, "gang", 2).ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(long).Obj()
+		gang.Spec.RuntimeRef = trainer.RuntimeRef{Name: "gang", Kind: ptr.To(trainer.TrainingRuntimeKind)}
+		Expect(k8s.Create(ctx, gang)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			pg := &unstructured.Unstructured{}
+			pg.SetAPIVersion("scheduling.x-k8s.io/v1alpha1")
+			pg.SetKind("PodGroup")
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(gang), pg)).To(Succeed())
+			g.Expect(pg.Object["spec"]).To(HaveKeyWithValue("minMember", int64(2)))
+			g.Expect(podsOf(ctx, g, ns, "gang")).To(HaveLen(2))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		// Longer than the PodGroup's 10 s schedule timeout: its pods are tried, held at
+		// Permit, and released, never bound.
+		Consistently(ctx, func(g Gomega) {
+			g.Expect(boundPods(podsOf(ctx, g, ns, "gang"))).To(BeZero(), "a pod of the gang bound while its sibling cannot be")
+		}).WithTimeout(25 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("freeing the fleet: the whole gang is bound")
+		Expect(k8s.Delete(ctx, filler, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "gang")
+			g.Expect(pods).To(HaveLen(2))
+			g.Expect(boundPods(pods)).To(Equal(2))
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(k8s.Delete(ctx, gang)).To(Succeed())
+	})
+})
