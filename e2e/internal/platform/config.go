@@ -54,9 +54,14 @@ type Config struct {
 	GPUNodes     int
 	// RealNodes is how many real nodes run beside the KWOK fleet: 1 (kiln-node-0, a
 	// kubelet with containerd on this machine) or 0.
-	RealNodes        int
-	GPUsPerNode      int
-	SpotNodes        int
+	RealNodes   int
+	GPUsPerNode int
+	SpotNodes   int
+	// TASBlocks × TASRacksPerBlock × TASNodesPerRack GPU nodes form the topology-aware pool
+	// (Kueue's TAS: blocks and racks labelled as GKE labels them), apart from the others.
+	TASBlocks        int
+	TASRacksPerBlock int
+	TASNodesPerRack  int
 	PodsPerNode      int
 	NodeCPU          string
 	NodeMemory       string
@@ -114,6 +119,9 @@ const (
 const (
 	EnvGPUNodes       = "KILN_GPU_NODES"
 	EnvSpotNodes      = "KILN_SPOT_NODES"
+	EnvTASBlocks      = "KILN_TAS_BLOCKS"
+	EnvTASRacks       = "KILN_TAS_RACKS_PER_BLOCK"
+	EnvTASNodes       = "KILN_TAS_NODES_PER_RACK"
 	EnvGPUsPerNode    = "KILN_GPUS_PER_NODE"
 	EnvPodsPerNode    = "KILN_PODS_PER_NODE"
 	EnvNodeCPU        = "KILN_NODE_CPU"
@@ -124,8 +132,8 @@ const (
 	EnvRealNodes      = "KILN_REAL_NODES"
 )
 
-// DefaultConfig is the documented platform: 4 GPU nodes and 2 spot nodes of 32 CPUs,
-// 256Gi and 8 GPUs each, pods that run for 2 seconds unless annotated otherwise.
+// DefaultConfig is the documented platform: 4 GPU nodes, 2 spot nodes and a topology-aware
+// pool of 2 blocks × 2 racks × 4 nodes, of 32 CPUs, 256Gi and 8 GPUs each, pods that run for 2 seconds unless annotated otherwise.
 func DefaultConfig(root string) Config {
 	bin := filepath.Join(root, "bin")
 	return Config{
@@ -150,6 +158,9 @@ func DefaultConfig(root string) Config {
 		RealNodes:        1,
 		GPUsPerNode:      8,
 		SpotNodes:        2,
+		TASBlocks:        2,
+		TASRacksPerBlock: 2,
+		TASNodesPerRack:  4,
 		PodsPerNode:      110,
 		NodeCPU:          "32",
 		NodeMemory:       "256Gi",
@@ -166,7 +177,7 @@ func DefaultConfig(root string) Config {
 func (c Config) FromEnv() (Config, error) {
 	ints := map[string]*int{
 		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort, EnvPodsPerNode: &c.PodsPerNode,
-		EnvRealNodes: &c.RealNodes,
+		EnvRealNodes: &c.RealNodes, EnvTASBlocks: &c.TASBlocks, EnvTASRacks: &c.TASRacksPerBlock, EnvTASNodes: &c.TASNodesPerRack,
 	}
 	for name, dst := range ints {
 		if v, ok := os.LookupEnv(name); ok {

@@ -35,7 +35,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort, EnvInstall, EnvRealNodes, EnvTrainer} {
+			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort, EnvInstall, EnvRealNodes, EnvTrainer, EnvTASBlocks, EnvTASRacks, EnvTASNodes} {
 				t.Setenv(k, "") // restored after the test
 				os.Unsetenv(k)
 			}
@@ -69,13 +69,14 @@ func TestQueueQuotaIsFleetCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var flavors []any
+	flavorsOf := map[string][]any{}
 	for _, o := range objs {
 		if o.GetKind() == "ClusterQueue" {
 			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "resourceGroups")
-			flavors, _, _ = unstructured.NestedSlice(groups[0].(map[string]any), "flavors")
+			flavorsOf[o.GetName()], _, _ = unstructured.NestedSlice(groups[0].(map[string]any), "flavors")
 		}
 	}
+	flavors := flavorsOf[ClusterQueueName]
 	want := []any{
 		map[string]any{"name": "gpu", "resources": []any{
 			map[string]any{"name": "cpu", "nominalQuota": "128"},
@@ -90,6 +91,55 @@ func TestQueueQuotaIsFleetCapacity(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, flavors); diff != "" {
 		t.Errorf("ClusterQueue flavors mismatch (-want +got):\n%s", diff)
+	}
+	// The topology-aware pool: 2 blocks × 2 racks × 4 nodes.
+	wantTAS := []any{map[string]any{"name": "gpu-tas", "resources": []any{
+		map[string]any{"name": "cpu", "nominalQuota": "512"},
+		map[string]any{"name": "memory", "nominalQuota": "4Ti"},
+		map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "128"},
+	}}}
+	if diff := cmp.Diff(wantTAS, flavorsOf[TASClusterQueue]); diff != "" {
+		t.Errorf("TAS ClusterQueue flavors mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestTopologyPoolIsLabelledAsGKELabelsIt(t *testing.T) {
+	c := DefaultConfig("/repo")
+	racks := map[string]map[string]bool{}
+	n := 0
+	for _, node := range c.Nodes() {
+		l := node.GetLabels()
+		if l[LabelNodePool] != NodePoolTAS {
+			continue
+		}
+		n++
+		taints, _, _ := unstructured.NestedSlice(node.Object, "spec", "taints")
+		if len(taints) != 1 || taints[0].(map[string]any)["value"] != NodePoolTAS {
+			t.Errorf("%s: taints %v, want kiln.dev/node-pool=gpu-tas:NoSchedule", node.GetName(), taints)
+		}
+		rack := l[LabelTopologyRack]
+		if racks[rack] == nil {
+			racks[rack] = map[string]bool{}
+		}
+		racks[rack][l[LabelTopologyBlock]] = true
+	}
+	if n != 16 || len(racks) != 4 {
+		t.Fatalf("%d nodes in %d racks, want 16 in 4", n, len(racks))
+	}
+	for rack, blocks := range racks {
+		if len(blocks) != 1 {
+			t.Errorf("rack %s is in blocks %v, want one", rack, blocks)
+		}
+	}
+	c.TASBlocks = 0
+	objs, err := c.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Topology" || o.GetName() == TASClusterQueue {
+			t.Errorf("no TAS pool, yet %s %s", o.GetKind(), o.GetName())
+		}
 	}
 }
 

@@ -28,8 +28,20 @@ const (
 
 	NodePoolGPU  = "gpu"
 	NodePoolSpot = "gpu-spot"
-	ResourceGPU  = "nvidia.com/gpu"
+	// NodePoolTAS is the topology-aware pool, tainted kiln.dev/node-pool=gpu-tas:NoSchedule:
+	// only pods Kueue places there through its flavor (which tolerates it) land on it.
+	NodePoolTAS = "gpu-tas"
+	ResourceGPU = "nvidia.com/gpu"
+
+	// The topology of the TAS pool, labelled as GKE labels its nodes: a block holds racks
+	// (GKE's sub-blocks), a rack holds hosts.
+	LabelTopologyBlock = "cloud.google.com/gce-topology-block"
+	LabelTopologyRack  = "cloud.google.com/gce-topology-subblock"
+	LabelHostname      = "kubernetes.io/hostname"
 )
+
+// TASNodes is how many nodes the topology-aware pool has.
+func (c Config) TASNodes() int { return c.TASBlocks * c.TASRacksPerBlock * c.TASNodesPerRack }
 
 // Nodes returns the simulated fleet: GPU nodes, then spot GPU nodes tainted NoSchedule.
 func (c Config) Nodes() []*unstructured.Unstructured {
@@ -39,6 +51,18 @@ func (c Config) Nodes() []*unstructured.Unstructured {
 	}
 	for i := range c.SpotNodes {
 		nodes = append(nodes, c.node(fmt.Sprintf("kwok-spot-%d", i), NodePoolSpot, true))
+	}
+	for b := range c.TASBlocks {
+		for r := range c.TASRacksPerBlock {
+			for n := range c.TASNodesPerRack {
+				node := c.node(fmt.Sprintf("kwok-tas-b%d-r%d-%d", b, r, n), NodePoolTAS, false)
+				labels := node.Object["metadata"].(map[string]any)["labels"].(map[string]any)
+				labels[LabelTopologyBlock] = fmt.Sprintf("block-%d", b)
+				labels[LabelTopologyRack] = fmt.Sprintf("block-%d-rack-%d", b, r)
+				node.Object["spec"] = map[string]any{"taints": []any{map[string]any{"key": LabelNodePool, "value": NodePoolTAS, "effect": "NoSchedule"}}}
+				nodes = append(nodes, node)
+			}
+		}
 	}
 	return nodes
 }
@@ -85,12 +109,13 @@ func (p *Platform) applyNodes(ctx context.Context, cs *cluster.Clients) error {
 			return fmt.Errorf("setting capacity of node %s: %w", n.GetName(), err)
 		}
 	}
-	p.logf("nodes: %d GPU nodes and %d spot nodes (%s CPU, %s memory, %d GPUs each)", p.GPUNodes, p.SpotNodes, p.NodeCPU, p.NodeMemory, p.GPUsPerNode)
+	p.logf("nodes: %d GPU nodes, %d spot nodes and a topology-aware pool of %d blocks × %d racks × %d nodes (%s CPU, %s memory, %d GPUs each)",
+		p.GPUNodes, p.SpotNodes, p.TASBlocks, p.TASRacksPerBlock, p.TASNodesPerRack, p.NodeCPU, p.NodeMemory, p.GPUsPerNode)
 	return nil
 }
 
 func (p *Platform) waitNodesReady(ctx context.Context, cs *cluster.Clients) error {
-	want := p.GPUNodes + p.SpotNodes
+	want := p.GPUNodes + p.SpotNodes + p.TASNodes()
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := cs.Dyn.Resource(cluster.NodeGVR).List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -14,11 +14,17 @@ import (
 )
 
 // The Kueue objects every local platform has: a flavor per node pool, one ClusterQueue
-// whose quota is the fleet's capacity, and the LocalQueue `default` in namespace default.
+// whose quota is the fleet's capacity, and the LocalQueue `default` in namespace default;
+// for the topology-aware pool, a Topology (block, rack, host), its flavor, the ClusterQueue
+// `tas-queue` and the LocalQueue `tas` in namespace default.
 const (
 	FlavorGPU          = "gpu"
 	FlavorSpot         = "gpu-spot"
+	FlavorTAS          = "gpu-tas"
+	TopologyName       = "default"
 	ClusterQueueName   = "cluster-queue"
+	TASClusterQueue    = "tas-queue"
+	TASLocalQueue      = "tas"
 	DefaultLocalQueue  = "default"
 	DefaultNamespace   = "default"
 	kueueAPIVersion    = "kueue.x-k8s.io/v1beta2"
@@ -70,7 +76,57 @@ func (c Config) Queues() ([]*unstructured.Unstructured, error) {
 		"metadata": map[string]any{"name": DefaultLocalQueue, "namespace": DefaultNamespace},
 		"spec":     map[string]any{"clusterQueue": ClusterQueueName},
 	}}
-	return []*unstructured.Unstructured{gpu, spot, cq, lq}, nil
+	objs := []*unstructured.Unstructured{gpu, spot, cq, lq}
+	if c.TASNodes() > 0 {
+		tas, err := c.tasQueues()
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, tas...)
+	}
+	return objs, nil
+}
+
+// tasQueues are the topology-aware pool's Kueue objects.
+func (c Config) tasQueues() ([]*unstructured.Unstructured, error) {
+	level := func(label string) any { return map[string]any{"nodeLabel": label} }
+	topology := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "Topology",
+		"metadata": map[string]any{"name": TopologyName},
+		"spec":     map[string]any{"levels": []any{level(LabelTopologyBlock), level(LabelTopologyRack), level(LabelHostname)}},
+	}}
+	flavor := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
+		"metadata": map[string]any{"name": FlavorTAS},
+		"spec": map[string]any{
+			"nodeLabels":   map[string]any{LabelNodePool: NodePoolTAS},
+			"topologyName": TopologyName,
+			"tolerations":  []any{map[string]any{"key": LabelNodePool, "operator": "Equal", "value": NodePoolTAS, "effect": "NoSchedule"}},
+		},
+	}}
+	quota, err := c.quota(c.TASNodes())
+	if err != nil {
+		return nil, err
+	}
+	cq := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "ClusterQueue",
+		"metadata": map[string]any{"name": TASClusterQueue},
+		"spec": map[string]any{
+			"namespaceSelector": map[string]any{},
+			"queueingStrategy":  "BestEffortFIFO",
+			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+			"resourceGroups": []any{map[string]any{
+				"coveredResources": []any{"cpu", "memory", ResourceGPU},
+				"flavors":          []any{map[string]any{"name": FlavorTAS, "resources": quota}},
+			}},
+		},
+	}}
+	lq := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueueAPIVersion, "kind": "LocalQueue",
+		"metadata": map[string]any{"name": TASLocalQueue, "namespace": DefaultNamespace},
+		"spec":     map[string]any{"clusterQueue": TASClusterQueue},
+	}}
+	return []*unstructured.Unstructured{topology, flavor, cq, lq}, nil
 }
 
 // quota is the capacity of n nodes, as ClusterQueue resources.
@@ -116,5 +172,8 @@ func (p *Platform) applyQueues(ctx context.Context, cs *cluster.Clients) error {
 		return fmt.Errorf("creating Kueue queues: %w", last)
 	}
 	p.logf("kueue: ResourceFlavors %s and %s, ClusterQueue %s, LocalQueue %s/%s", FlavorGPU, FlavorSpot, ClusterQueueName, DefaultNamespace, DefaultLocalQueue)
+	if p.TASNodes() > 0 {
+		p.logf("kueue: Topology %s (block, rack, host), ResourceFlavor %s, ClusterQueue %s, LocalQueue %s/%s", TopologyName, FlavorTAS, TASClusterQueue, DefaultNamespace, TASLocalQueue)
+	}
 	return nil
 }

@@ -76,3 +76,49 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		Expect(k8s.Delete(ctx, gang)).To(Succeed())
 	})
 })
+
+// nodeLabels are the labels of the nodes the pods are bound to.
+func nodeLabels(ctx context.Context, g Gomega, pods []corev1.Pod, label string) []string {
+	var out []string
+	for _, p := range pods {
+		n := &corev1.Node{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, n)).To(Succeed())
+		out = append(out, n.Labels[label])
+	}
+	return out
+}
+
+var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
+	It("places every pod of a rack-required job in one rack", func(ctx context.Context) {
+		ns := newNamespace(ctx, "tas")
+		lq := kueueObject("LocalQueue", ns, "tas")
+		Expect(unstructured.SetNestedField(lq.Object, platform.TASClusterQueue, "spec", "clusterQueue")).To(Succeed())
+		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		inOneRack := podPatch("node", map[string]string{
+			"kueue.x-k8s.io/podset-required-topology": platform.LabelTopologyRack,
+			platform.AnnotationSimDuration:            "10m",
+		})
+
+		By("a job of 4 nodes, a rack's worth")
+		rack := torchJob(ns, "rack", 4).Label(labelQueue, "tas").ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(inOneRack).Obj()
+		Expect(k8s.Create(ctx, rack)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "rack")
+			g.Expect(pods).To(HaveLen(4))
+			g.Expect(boundPods(pods)).To(Equal(4))
+			racks := nodeLabels(ctx, g, pods, platform.LabelTopologyRack)
+			g.Expect(racks).To(HaveEach(racks[0]), "every pod in one rack")
+			g.Expect(racks[0]).NotTo(BeEmpty())
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		By("Kueue read the request from the job's pod template (Kiln renders the runtime patch)")
+		tj := getTrainJob(ctx, Default, ns, "rack")
+		wls := &unstructured.UnstructuredList{}
+		wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+		wls.SetKind("WorkloadList")
+		Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(tj.UID)})).To(Succeed())
+		Expect(wls.Items).To(HaveLen(1))
+		podSets, _, _ := unstructured.NestedSlice(wls.Items[0].Object, "spec", "podSets")
+		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("required", platform.LabelTopologyRack))))
+
+	})
+})
