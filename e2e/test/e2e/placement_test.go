@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -89,10 +90,33 @@ func nodeLabels(ctx context.Context, g Gomega, pods []corev1.Pod, label string) 
 }
 
 var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
-	It("places every pod of a rack-required job in one rack", func(ctx context.Context) {
+	It("places every pod of a rack-required job in one rack, and says why a job no rack holds waits", func(ctx context.Context) {
 		ns := newNamespace(ctx, "tas")
+		// A ClusterQueue of its own on the platform's TAS flavor: Kueue v0.19 remembers, per
+		// ClusterQueue, the shape of a workload that did not fit (SchedulingEquivalenceHashing)
+		// and skips an identical one without evaluating it, even in another namespace, until
+		// the queue is retried.
+		cq := kueueObject("ClusterQueue", "", ns)
+		Expect(yamlInto(fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %s}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %s}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: %s
+      resources:
+      - {name: cpu, nominalQuota: "512"}
+      - {name: memory, nominalQuota: 4Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "128"}
+`, ns, ns, platform.FlavorTAS), cq)).To(Succeed())
+		Expect(k8s.Create(ctx, cq)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
 		lq := kueueObject("LocalQueue", ns, "tas")
-		Expect(unstructured.SetNestedField(lq.Object, platform.TASClusterQueue, "spec", "clusterQueue")).To(Succeed())
+		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
 		Expect(k8s.Create(ctx, lq)).To(Succeed())
 		inOneRack := podPatch("node", map[string]string{
 			"kueue.x-k8s.io/podset-required-topology": platform.LabelTopologyRack,
@@ -119,6 +143,23 @@ var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 		Expect(wls.Items).To(HaveLen(1))
 		podSets, _, _ := unstructured.NestedSlice(wls.Items[0].Object, "spec", "podSets")
 		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("required", platform.LabelTopologyRack))))
+
+		By("a job of 5 nodes: within quota, but no rack has 5 nodes")
+		tooBig := torchJob(ns, "too-big", 5).Label(labelQueue, "tas").ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(inOneRack).Obj()
+		Expect(k8s.Create(ctx, tooBig)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			tj := getTrainJob(ctx, g, ns, "too-big")
+			wls := &unstructured.UnstructuredList{}
+			wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+			wls.SetKind("WorkloadList")
+			g.Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(tj.UID)})).To(Succeed())
+			g.Expect(wls.Items).To(HaveLen(1))
+			g.Expect(conditionStatus(&wls.Items[0], "QuotaReserved")).To(Equal("False"))
+			g.Expect(conditionMessage(&wls.Items[0], "QuotaReserved")).To(
+				// "allows to fit only 4 out of 5", or "doesn't allow to fit any of 5" while other racks are busy.
+				MatchRegexp(`couldn't assign flavors to pod set node: topology "default" (allows to fit only \d+ out|doesn't allow to fit any) of 5 pod\(s\)`))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(podsOf(ctx, Default, ns, "too-big")).To(BeEmpty(), "suspended until admitted")
 
 	})
 })

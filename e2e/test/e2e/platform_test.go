@@ -280,11 +280,19 @@ func kueueObject(kind, ns, name string) *unstructured.Unstructured {
 }
 
 func conditionStatus(u *unstructured.Unstructured, condType string) string {
+	return conditionField(u, condType, "status")
+}
+
+func conditionMessage(u *unstructured.Unstructured, condType string) string {
+	return conditionField(u, condType, "message")
+}
+
+func conditionField(u *unstructured.Unstructured, condType, field string) string {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if m["type"] == condType {
-			s, _ := m["status"].(string)
+			s, _ := m[field].(string)
 			return s
 		}
 	}
