@@ -12,8 +12,12 @@ import (
 type lifecycleActions struct {
 	// deleteJobSet: the deadline passed; every pod must go (with its grace period).
 	deleteJobSet bool
-	// deleteTrainJob: the TTL after finishing passed.
+	// deleteTrainJob: the TTL after finishing passed. ttlExpired is its event, recorded
+	// only by the reconcile that deleted the job: a reconcile of a stale copy (the cache
+	// not yet showing the deletion), or one after a restart that killed the operator before
+	// its delete, must not record it a second time.
 	deleteTrainJob bool
+	ttlExpired     *event
 	// restartPods: the job stopped reporting progress for the first time (progress.go).
 	restartPods bool
 	// requeueAfter is the next instant a rule falls due (0: none).
@@ -57,7 +61,7 @@ func applyLifecycle(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy tra
 	if due, expired := applyTTL(st, policy, stamp, now); expired != nil {
 		out.deleteTrainJob = true
 		out.ttlDue = st.CompletionTime.Add(time.Duration(*policy.TTLSecondsAfterFinished) * time.Second)
-		out.events = append(out.events, *expired)
+		out.ttlExpired = expired
 	} else if due > 0 {
 		out.requeueAfter = due
 	}

@@ -75,7 +75,7 @@ func TestApplyLifecycle(t *testing.T) {
 				admitted = ptr.To(t0.Add(*tc.admitted))
 			}
 			got := applyLifecycle(tj, st, tc.policy, t0.Add(tc.now), admitted)
-			got.events = nil
+			got.events, got.ttlExpired = nil, nil
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(lifecycleActions{})); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)
 			}

@@ -201,6 +201,9 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 		deleted, err := r.deleteExpired(ctx, tj)
 		if deleted {
 			observeTTLDeletion(tj, acts, r.clock.Now())
+			if acts.ttlExpired != nil {
+				r.record(tj, []event{*acts.ttlExpired})
+			}
 		}
 		return reconcile.Result{}, err
 	}

@@ -215,12 +215,21 @@ func TestReconcileTTL(t *testing.T) {
 		t.Errorf("a second before the TTL (-want +got):\n%s", diff)
 	}
 	h.clock.SetTime(t0.Add(40 * time.Second))
+	stale := h.trainJob(tj)
 	h.reconcile(tj)
 	if err := h.client.Get(context.Background(), client.ObjectKeyFromObject(tj), &trainer.TrainJob{}); !apierrors.IsNotFound(err) {
 		t.Errorf("TrainJob still there after its TTL (err %v)", err)
 	}
 	if diff := cmp.Diff([]string{"Normal " + ReasonTTLExpired}, h.recorded()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// A reconcile of a stale copy (the cache not yet showing the deletion) deletes
+	// nothing and records nothing: TTLExpired is recorded once per deletion.
+	if _, err := h.r.reconcile(context.Background(), stale); err != nil {
+		t.Fatalf("reconciling a stale copy: %v", err)
+	}
+	if got := h.recorded(); len(got) != 0 {
+		t.Errorf("a stale copy recorded %v", got)
 	}
 }
 
