@@ -55,28 +55,10 @@ func (c Config) Queues() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	cq := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueueAPIVersion, "kind": "ClusterQueue",
-		"metadata": map[string]any{"name": ClusterQueueName},
-		"spec": map[string]any{
-			"namespaceSelector": map[string]any{},
-			"queueingStrategy":  "BestEffortFIFO",
-			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
-			"resourceGroups": []any{map[string]any{
-				"coveredResources": []any{"cpu", "memory", ResourceGPU},
-				"flavors": []any{
-					map[string]any{"name": FlavorGPU, "resources": gpuQuota},
-					map[string]any{"name": FlavorSpot, "resources": spotQuota},
-				},
-			}},
-		},
-	}}
-	lq := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueueAPIVersion, "kind": "LocalQueue",
-		"metadata": map[string]any{"name": DefaultLocalQueue, "namespace": DefaultNamespace},
-		"spec":     map[string]any{"clusterQueue": ClusterQueueName},
-	}}
-	objs := []*unstructured.Unstructured{gpu, spot, cq, lq}
+	cq := clusterQueue(ClusterQueueName,
+		map[string]any{"name": FlavorGPU, "resources": gpuQuota},
+		map[string]any{"name": FlavorSpot, "resources": spotQuota})
+	objs := []*unstructured.Unstructured{gpu, spot, cq, localQueue(DefaultLocalQueue, ClusterQueueName)}
 	if c.TASNodes() > 0 {
 		tas, err := c.tasQueues()
 		if err != nil {
@@ -108,25 +90,35 @@ func (c Config) tasQueues() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	cq := &unstructured.Unstructured{Object: map[string]any{
+	cq := clusterQueue(TASClusterQueue, map[string]any{"name": FlavorTAS, "resources": quota})
+	return []*unstructured.Unstructured{topology, flavor, cq, localQueue(TASLocalQueue, TASClusterQueue)}, nil
+}
+
+// clusterQueue is a ClusterQueue of every namespace, best-effort FIFO, preempting lower
+// priorities within it, with one resource group of CPU, memory and GPUs over flavors.
+func clusterQueue(name string, flavors ...any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": kueueAPIVersion, "kind": "ClusterQueue",
-		"metadata": map[string]any{"name": TASClusterQueue},
+		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
 			"namespaceSelector": map[string]any{},
 			"queueingStrategy":  "BestEffortFIFO",
 			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
 			"resourceGroups": []any{map[string]any{
 				"coveredResources": []any{"cpu", "memory", ResourceGPU},
-				"flavors":          []any{map[string]any{"name": FlavorTAS, "resources": quota}},
+				"flavors":          flavors,
 			}},
 		},
 	}}
-	lq := &unstructured.Unstructured{Object: map[string]any{
+}
+
+// localQueue is a LocalQueue of namespace default feeding clusterQueue.
+func localQueue(name, clusterQueue string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": kueueAPIVersion, "kind": "LocalQueue",
-		"metadata": map[string]any{"name": TASLocalQueue, "namespace": DefaultNamespace},
-		"spec":     map[string]any{"clusterQueue": TASClusterQueue},
+		"metadata": map[string]any{"name": name, "namespace": DefaultNamespace},
+		"spec":     map[string]any{"clusterQueue": clusterQueue},
 	}}
-	return []*unstructured.Unstructured{topology, flavor, cq, lq}, nil
 }
 
 // quota is the capacity of n nodes, as ClusterQueue resources.

@@ -83,12 +83,9 @@ var _ = Describe("TrainJob lifecycle", func() {
 
 		By("releasing the quota: Kueue finishes the Workload")
 		Eventually(ctx, func(g Gomega) {
-			wls := &unstructured.UnstructuredList{}
-			wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
-			wls.SetKind("WorkloadList")
-			g.Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(got.UID)})).To(Succeed())
-			g.Expect(wls.Items).To(HaveLen(1))
-			g.Expect(conditionStatus(&wls.Items[0], "Finished")).To(Equal("True"))
+			wls := workloadsOf(ctx, g, ns, got.UID)
+			g.Expect(wls).To(HaveLen(1))
+			g.Expect(conditionStatus(&wls[0], "Finished")).To(Equal("True"))
 		}).Should(Succeed())
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobFailed)).To(BeTrue())
 	})

@@ -135,27 +135,19 @@ spec:
 			g.Expect(racks[0]).NotTo(BeEmpty())
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		By("Kueue read the request from the job's pod template (Kiln renders the runtime patch)")
-		tj := getTrainJob(ctx, Default, ns, "rack")
-		wls := &unstructured.UnstructuredList{}
-		wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
-		wls.SetKind("WorkloadList")
-		Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(tj.UID)})).To(Succeed())
-		Expect(wls.Items).To(HaveLen(1))
-		podSets, _, _ := unstructured.NestedSlice(wls.Items[0].Object, "spec", "podSets")
+		wls := workloadsOf(ctx, Default, ns, getTrainJob(ctx, Default, ns, "rack").UID)
+		Expect(wls).To(HaveLen(1))
+		podSets, _, _ := unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
 		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("required", platform.LabelTopologyRack))))
 
 		By("a job of 5 nodes: within quota, but no rack has 5 nodes")
 		tooBig := torchJob(ns, "too-big", 5).Label(labelQueue, "tas").ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(inOneRack).Obj()
 		Expect(k8s.Create(ctx, tooBig)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
-			tj := getTrainJob(ctx, g, ns, "too-big")
-			wls := &unstructured.UnstructuredList{}
-			wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
-			wls.SetKind("WorkloadList")
-			g.Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(tj.UID)})).To(Succeed())
-			g.Expect(wls.Items).To(HaveLen(1))
-			g.Expect(conditionStatus(&wls.Items[0], "QuotaReserved")).To(Equal("False"))
-			g.Expect(conditionMessage(&wls.Items[0], "QuotaReserved")).To(
+			wls := workloadsOf(ctx, g, ns, getTrainJob(ctx, g, ns, "too-big").UID)
+			g.Expect(wls).To(HaveLen(1))
+			g.Expect(conditionStatus(&wls[0], "QuotaReserved")).To(Equal("False"))
+			g.Expect(conditionMessage(&wls[0], "QuotaReserved")).To(
 				// "allows to fit only 4 out of 5", or "doesn't allow to fit any of 5" while other racks are busy.
 				MatchRegexp(`couldn't assign flavors to pod set node: topology "default" (allows to fit only \d+ out|doesn't allow to fit any) of 5 pod\(s\)`))
 		}).WithTimeout(time.Minute).Should(Succeed())

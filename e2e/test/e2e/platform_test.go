@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -277,6 +278,15 @@ func kueueObject(kind, ns, name string) *unstructured.Unstructured {
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u
+}
+
+// workloadsOf are the Kueue Workloads of the job with this UID.
+func workloadsOf(ctx context.Context, g Gomega, ns string, uid types.UID) []unstructured.Unstructured {
+	wls := &unstructured.UnstructuredList{}
+	wls.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	wls.SetKind("WorkloadList")
+	g.Expect(k8s.List(ctx, wls, client.InNamespace(ns), client.MatchingLabels{"kueue.x-k8s.io/job-uid": string(uid)})).To(Succeed())
+	return wls.Items
 }
 
 func conditionStatus(u *unstructured.Unstructured, condType string) string {

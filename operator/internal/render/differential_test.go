@@ -208,17 +208,7 @@ func TestRenderMatchesUpstream(t *testing.T) {
 				if tc.patch {
 					tj.Spec.RuntimePatches = []trainer.RuntimePatch{kueuePatch()}
 				}
-				spec := rt.Spec.DeepCopy()
-				// The API server applies these CRD defaults before either controller sees the runtime.
-				if m := spec.MLPolicy.MPI; m != nil {
-					m.NumProcPerNode = ptr.To(ptr.Deref(m.NumProcPerNode, 1))
-					m.MPIImplementation = ptr.To(ptr.Deref(m.MPIImplementation, trainer.MPIImplementationOpenMPI))
-					m.SSHAuthMountPath = ptr.To(ptr.Deref(m.SSHAuthMountPath, "/root/.ssh"))
-					m.RunLauncherAsNode = ptr.To(ptr.Deref(m.RunLauncherAsNode, false))
-				}
-				for i := range spec.Template.Spec.ReplicatedJobs {
-					spec.Template.Spec.ReplicatedJobs[i].Replicas = max(spec.Template.Spec.ReplicatedJobs[i].Replicas, 1)
-				}
+				spec := withCRDDefaults(rt.Spec.DeepCopy())
 				want, wantHostfile := upstreamRender(t, tj, spec)
 				got, err := Render(tj, spec)
 				if err != nil {
@@ -251,6 +241,21 @@ func TestRenderMatchesUpstream(t *testing.T) {
 			})
 		}
 	}
+}
+
+// withCRDDefaults applies the CRD defaults the API server gives a runtime before either
+// controller sees it.
+func withCRDDefaults(spec *trainer.TrainingRuntimeSpec) *trainer.TrainingRuntimeSpec {
+	if m := spec.MLPolicy.MPI; m != nil {
+		m.NumProcPerNode = ptr.To(ptr.Deref(m.NumProcPerNode, 1))
+		m.MPIImplementation = ptr.To(ptr.Deref(m.MPIImplementation, trainer.MPIImplementationOpenMPI))
+		m.SSHAuthMountPath = ptr.To(ptr.Deref(m.SSHAuthMountPath, "/root/.ssh"))
+		m.RunLauncherAsNode = ptr.To(ptr.Deref(m.RunLauncherAsNode, false))
+	}
+	for i := range spec.Template.Spec.ReplicatedJobs {
+		spec.Template.Spec.ReplicatedJobs[i].Replicas = max(spec.Template.Spec.ReplicatedJobs[i].Replicas, 1)
+	}
+	return spec
 }
 
 func sortEnv(js *jobsetv1alpha2.JobSet) {
@@ -457,13 +462,7 @@ func TestPodGroupsMatchUpstream(t *testing.T) {
 				for _, suspended := range []bool{false, true} {
 					name := fmt.Sprintf("%s/%s/nodes=%d/suspended=%v", rt.Name, policyName, ptr.Deref(nodes, 0), suspended)
 					t.Run(name, func(t *testing.T) {
-						spec := rt.Spec.DeepCopy()
-						if m := spec.MLPolicy.MPI; m != nil {
-							m.NumProcPerNode = ptr.To(ptr.Deref(m.NumProcPerNode, 1))
-							m.MPIImplementation = ptr.To(ptr.Deref(m.MPIImplementation, trainer.MPIImplementationOpenMPI))
-							m.SSHAuthMountPath = ptr.To(ptr.Deref(m.SSHAuthMountPath, "/root/.ssh"))
-							m.RunLauncherAsNode = ptr.To(ptr.Deref(m.RunLauncherAsNode, false))
-						}
+						spec := withCRDDefaults(rt.Spec.DeepCopy())
 						policy(spec)
 						tj := &trainer.TrainJob{
 							TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
