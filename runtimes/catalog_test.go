@@ -41,6 +41,7 @@ func TestCatalog(t *testing.T) {
 		"jax-distributed":        "jax",
 		"mpi-distributed":        "mpi",
 		"torch-distributed":      "torch",
+		"torch-distributed-rack": "torch",
 		"torch-distributed-spot": "torch",
 		"xgboost-distributed":    "xgboost",
 	}

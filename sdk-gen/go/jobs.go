@@ -77,6 +77,11 @@ type TrainOptions struct {
 	Initializer       *Initializer
 	// Queue is the Kueue LocalQueue; PriorityClass the Kueue WorkloadPriorityClass.
 	Queue, PriorityClass string
+	// Topology places all training nodes in one domain of this level of the queue's Kueue
+	// Topology, e.g. "rack" or "block" (or a node label): the job waits until one has room,
+	// or, with TopologyPreferred, is spread when none has.
+	Topology          string
+	TopologyPreferred bool
 	// ActiveDeadlineSeconds fails the job after that long running (restarted on every
 	// resume and Kueue admission); TTLSecondsAfterFinished deletes it that long after it
 	// finished. Nil takes the runtime's runPolicy.
@@ -222,6 +227,12 @@ func (o *TrainOptions) spec(what string) (*kilnv1.TrainJobSpec, error) {
 	}
 	if o.NamespacedRuntime {
 		spec.RuntimeKind = kilnv1.RuntimeKind_RUNTIME_KIND_NAMESPACED
+	}
+	switch {
+	case o.TopologyPreferred && o.Topology == "":
+		return nil, errors.New(what + ".TopologyPreferred: name the level with Topology, e.g. rack")
+	case o.Topology != "":
+		spec.Topology = &kilnv1.TopologyRequest{Level: o.Topology, Preferred: o.TopologyPreferred}
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 		spec.Env = append(spec.Env, &kilnv1.EnvVar{Name: k, Value: t.Env[k]})

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -139,6 +140,29 @@ func TestTrainSendsTheRecordedRequest(t *testing.T) {
 	}
 	if diff := cmp.Diff(recordedRequest(t, "create-ok"), sent); diff != "" {
 		t.Errorf("request (-recorded +sent):\n%s", diff)
+	}
+}
+
+func TestTrainAsksForATopologyLevel(t *testing.T) {
+	c, got := replay(t, false, "create-ok")
+	if _, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", Name: "wire-rec", Queue: "tas", Topology: "rack", TopologyPreferred: true}); err != nil {
+		t.Fatal(err)
+	}
+	var sent struct {
+		TrainJob struct {
+			Spec struct {
+				Topology map[string]any `json:"topology"`
+			} `json:"spec"`
+		} `json:"trainJob"`
+	}
+	if err := json.Unmarshal((*got)[0].body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"level": "rack", "preferred": true}, sent.TrainJob.Spec.Topology); diff != "" {
+		t.Errorf("topology (-want +sent):\n%s", diff)
+	}
+	if _, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", TopologyPreferred: true}); err == nil || !strings.Contains(err.Error(), "TopologyPreferred: name the level with Topology") {
+		t.Errorf("TopologyPreferred without Topology: %v", err)
 	}
 }
 

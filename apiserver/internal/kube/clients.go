@@ -3,10 +3,12 @@ package kube
 // The shared caches, read with the server's own identity: TrainJobs and runtimes, the pods
 // of JobSets (a job's steps) and the runtime snapshots the operator pins jobs to
 // (ConfigMaps labelled kiln.dev/runtime-snapshot; RBAC cannot select by label), Kueue's
-// workloads and queues, and CronTrainJobs.
+// workloads, queues, flavors and topologies (with the labels of nodes, where Kueue places on
+// a topology), and CronTrainJobs.
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs;trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;configmaps,verbs=list;watch
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads;localqueues;clusterqueues,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads;localqueues;clusterqueues;resourceflavors;topologies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=kiln.dev,resources=crontrainjobs,verbs=get;list;watch
 
 import (
@@ -179,7 +181,7 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 		mapper:            mapper,
 		kueue: &optionalAPI{name: "Kueue", gvk: WorkloadGVK,
 			kinds: func() []client.Object {
-				return []client.Object{New(WorkloadGVK), New(LocalQueueGVK), New(ClusterQueueGVK)}
+				return []client.Object{New(WorkloadGVK), New(LocalQueueGVK), New(ClusterQueueGVK), New(FlavorGVK), New(TopologyGVK), NodeMeta()}
 			},
 			index: func(ctx context.Context, c cache.Cache) error {
 				return c.IndexField(ctx, New(WorkloadGVK), IndexJobUID, byLabel(trainer.KueueJobUIDLabel))

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -12,7 +13,15 @@ var (
 	WorkloadGVK     = kueue.GroupVersion.WithKind("Workload")
 	LocalQueueGVK   = kueue.GroupVersion.WithKind("LocalQueue")
 	ClusterQueueGVK = kueue.GroupVersion.WithKind("ClusterQueue")
+	FlavorGVK       = kueue.GroupVersion.WithKind("ResourceFlavor")
+	TopologyGVK     = kueue.GroupVersion.WithKind("Topology")
 )
+
+// NodeMeta is an empty Node held as its metadata only: the server reads nodes' labels
+// (where a job was placed on a topology) and nothing else of them.
+func NodeMeta() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
+}
 
 // NewList returns an empty unstructured list of gvk's kind.
 func NewList(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {

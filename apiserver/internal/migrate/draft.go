@@ -106,7 +106,7 @@ func convertDraft(doc []byte, c *conversion) (client.Object, error) {
 		if k := ptr.Deref(ref.Kind, ""); k != "" && k != trainer.ClusterTrainingRuntimeKind {
 			tj.Spec.RuntimeRef.Kind = ptr.To(k)
 		}
-		c.note(refPath, "runtime %s: it must exist as a trainer.kubeflow.org runtime (Kiln's catalog: torch-distributed, torch-distributed-spot, deepspeed-distributed, mpi-distributed, jax-distributed)", ref.Name)
+		c.note(refPath, "runtime %s: it must exist as a trainer.kubeflow.org runtime (Kiln's catalog: torch-distributed, torch-distributed-spot, torch-distributed-rack, deepspeed-distributed, mpi-distributed, jax-distributed, xgboost-distributed)", ref.Name)
 	}
 	if t := src.Spec.Trainer; t != nil {
 		tj.Spec.Trainer = &trainer.Trainer{Image: t.Image, Command: t.Command, Args: t.Args, NumNodes: t.NumNodes, ResourcesPerNode: t.ResourcesPerNode}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -216,4 +217,19 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TopologyPatch is the runtime patch, by manager, that asks Kueue to place the pods of the
+// runtime's replicated job job in one domain of the topology level with node label
+// nodeLabel: Kueue's pod set annotation on its pod template (required, or preferred).
+func TopologyPatch(manager, job, nodeLabel string, preferred bool) trainer.RuntimePatch {
+	key := kueue.AnnotationRequiredTopology
+	if preferred {
+		key = kueue.AnnotationPreferredTopology
+	}
+	return trainer.RuntimePatch{Manager: manager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+		Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: job, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+			Template: &trainer.PodTemplatePatch{Metadata: &metav1.ObjectMeta{Annotations: map[string]string{key: nodeLabel}}},
+		}}}}},
+	}}}
 }

@@ -82,6 +82,13 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 	}
 	errs = append(missingRuntime(ctx, s.kube, cj.Namespace, cj.Spec.TrainJobTemplate.Spec.RuntimeRef, path),
 		missingQueue(ctx, s.kube, cj.Namespace, cj.Spec.TrainJobTemplate.Labels[trainer.KueueQueueNameLabel], queue)...)
+	if t := m.GetCronTrainJob().GetSpec().GetTrainJob().GetSpec().GetTopology(); len(errs) == 0 && t != nil {
+		// Resolved once, for every run: the runs carry the node label, as a manifest would.
+		tmpl := &cj.Spec.TrainJobTemplate
+		run := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: cj.Namespace, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		errs = askTopology(ctx, s.kube, run, t, field.NewPath("cron_train_job", "spec", "train_job", "spec", "topology"))
+		tmpl.Spec.RuntimePatches = run.Spec.RuntimePatches
+	}
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}

@@ -57,6 +57,9 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	}
 	errs = append(missingRuntime(ctx, s.kube, tj.Namespace, tj.Spec.RuntimeRef, runtimePath(m)),
 		missingQueue(ctx, s.kube, tj.Namespace, tj.Labels[trainer.KueueQueueNameLabel], queuePath(m))...)
+	if len(errs) == 0 {
+		errs = askTopology(ctx, s.kube, tj, m.GetTrainJob().GetSpec().GetTopology(), field.NewPath("train_job", "spec", "topology"))
+	}
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}

@@ -56,6 +56,7 @@ func (v *views) view(ctx context.Context, tj *trainer.TrainJob, o viewOptions) *
 			rel.Position = v.position(ctx, rel.Workload)
 		}
 	}
+	v.placement(ctx, tj, &rel)
 	// A job that has started but none of whose pods is ready: its pods say what they wait for.
 	state, reason, _ := view.State(tj, rel.Workload)
 	starting := state == kilnv1.State_STATE_RUNNING && reason == view.ReasonStarting

@@ -46,7 +46,7 @@ func CronTrainJob(cj *kiln.CronTrainJob, now time.Time) *kilnv1.CronTrainJob {
 			SuccessfulJobsHistoryLimit: cj.Spec.SuccessfulJobsHistoryLimit,
 			FailedJobsHistoryLimit:     cj.Spec.FailedJobsHistoryLimit,
 			TrainJob: &kilnv1.TrainJobTemplate{
-				Labels: tmpl.Labels, Annotations: tmpl.Annotations, Spec: specOf(run),
+				Labels: tmpl.Labels, Annotations: tmpl.Annotations, Spec: specOf(run, nil),
 			},
 		},
 		Status: &kilnv1.CronTrainJobStatus{

@@ -34,6 +34,9 @@ func Runtime(meta *metav1.ObjectMeta, kind string, spec *trainer.TrainingRuntime
 		if rj.Template.Labels[trainer.LabelTrainJobAncestor] != trainer.AncestorTrainer && rj.Name != trainer.NodeName {
 			continue
 		}
+		if t := PodTopology(rj.Template.Spec.Template.Annotations, nil); t != nil && rt.Topology == nil {
+			rt.Topology = t
+		}
 		if c := trainerContainer(rj.Template.Spec.Template.Spec.Containers); c != nil && rt.Image == "" {
 			rt.Image = c.Image
 			rt.DevicesPerNode = devicesOf(c.Resources)

@@ -48,7 +48,7 @@ func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 		case queued && wl != nil && wl.EvictedReason != "":
 			return kilnv1.State_STATE_QUEUED, wl.EvictedReason, cmp.Or(wl.EvictedMessage, "evicted by Kueue") + "; waiting to be admitted again"
 		case queued && wl != nil && wl.PendingMessage != "":
-			return kilnv1.State_STATE_QUEUED, ReasonQueued, wl.PendingMessage
+			return kilnv1.State_STATE_QUEUED, ReasonQueued, wl.waitingMessage()
 		case queued:
 			return kilnv1.State_STATE_QUEUED, ReasonQueued, fmt.Sprintf("waiting in queue %s for Kueue to admit it", tj.Labels[trainer.KueueQueueNameLabel])
 		default:

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -31,6 +32,11 @@ type Related struct {
 	// StartingPods are its JobSet's pods while it starts (nil: not read), to say what they
 	// wait for (Blocked) without listing them as steps.
 	StartingPods []corev1.Pod
+	// Levels name the levels of the Topology the job's queue places on (nil: none, or not
+	// read).
+	Levels []kueue.Level
+	// Placement is where Kueue placed its pods on that Topology (nil: not placed by topology).
+	Placement *kilnv1.Placement
 }
 
 // TrainJob is the API's view of a TrainJob.
@@ -43,7 +49,7 @@ func TrainJob(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJob {
 		CreateTime:      timestamp(&tj.CreationTimestamp),
 		Labels:          tj.Labels,
 		Annotations:     userAnnotations(tj.Annotations),
-		Spec:            specOf(tj),
+		Spec:            specOf(tj, rel.Levels),
 		Status:          statusOf(tj, rel),
 	}
 	return out
@@ -64,7 +70,7 @@ func userAnnotations(a map[string]string) map[string]string {
 	return out
 }
 
-func specOf(tj *trainer.TrainJob) *kilnv1.TrainJobSpec {
+func specOf(tj *trainer.TrainJob, levels []kueue.Level) *kilnv1.TrainJobSpec {
 	s := &kilnv1.TrainJobSpec{
 		Runtime:                 tj.Spec.RuntimeRef.Name,
 		RuntimeKind:             runtimeKindOf(ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)),
@@ -73,6 +79,7 @@ func specOf(tj *trainer.TrainJob) *kilnv1.TrainJobSpec {
 		Suspend:                 ptr.Deref(tj.Spec.Suspend, false),
 		ActiveDeadlineSeconds:   tj.Spec.ActiveDeadlineSeconds,
 		TtlSecondsAfterFinished: tj.Spec.TTLSecondsAfterFinished,
+		Topology:                TopologyOf(tj, levels),
 	}
 	if t := tj.Spec.Trainer; t != nil {
 		s.Image = ptr.Deref(t.Image, "")
@@ -127,6 +134,7 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 		StartTime:      timestamp(tj.Status.StartTime),
 		CompletionTime: timestamp(tj.Status.CompletionTime),
 		Queue:          rel.Position,
+		Placement:      rel.Placement,
 	}
 	st.State, st.Reason, st.Message = State(tj, rel.Workload)
 	if st.State == kilnv1.State_STATE_RUNNING && st.Reason == ReasonStarting {

@@ -1,6 +1,8 @@
 package view
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +35,22 @@ type Workload struct {
 	// QueuedAt orders pending workloads of equal priority, as Kueue does: the last
 	// eviction, else creation.
 	QueuedAt time.Time
+	// PodSets are its pod sets that ask for a topology or were placed on one.
+	PodSets []PodSet
+	// Levels name the levels of the Topology its queue places on, where known.
+	Levels []kueue.Level
+}
+
+// PodSet is what Kiln shows of a Workload's pod set placed by topology-aware scheduling.
+type PodSet struct {
+	Name  string
+	Count int32
+	// Required and Preferred are the topology levels (node labels) it asks for.
+	Required, Preferred string
+	// Flavor is the ResourceFlavor it was admitted on ("" until admitted).
+	Flavor string
+	// Assignment is Kueue's topology assignment (nil until admitted on a Topology).
+	Assignment *kueuev1beta2.TopologyAssignment
 }
 
 // WorkloadFrom reads a Kueue Workload held as unstructured (nil when it is nil or does not
@@ -52,6 +70,7 @@ func WorkloadFrom(u *unstructured.Unstructured) *Workload {
 	if kwl.Status.Admission != nil {
 		wl.ClusterQueue = string(kwl.Status.Admission.ClusterQueue)
 	}
+	wl.PodSets = topologyPodSets(kwl)
 	conds := kwl.Status.Conditions
 	wl.QuotaReserved = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadQuotaReserved)
 	wl.Admitted = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadAdmitted)
@@ -71,4 +90,36 @@ func WorkloadFrom(u *unstructured.Unstructured) *Workload {
 // Pending reports whether the workload waits in its queue for quota.
 func (w *Workload) Pending() bool {
 	return w != nil && w.Active && !w.QuotaReserved && !w.Finished
+}
+
+// topologyPodSets are the pod sets of kwl that ask for a topology or were assigned one.
+func topologyPodSets(kwl *kueuev1beta2.Workload) []PodSet {
+	var out []PodSet
+	for _, ps := range kwl.Spec.PodSets {
+		p := PodSet{Name: string(ps.Name), Count: ps.Count}
+		if r := ps.TopologyRequest; r != nil {
+			p.Required, p.Preferred = ptr.Deref(r.Required, ""), ptr.Deref(r.Preferred, "")
+		}
+		if a := kwl.Status.Admission; a != nil {
+			for _, psa := range a.PodSetAssignments {
+				if psa.Name != ps.Name {
+					continue
+				}
+				p.Assignment = psa.TopologyAssignment
+				p.Count = ptr.Deref(psa.Count, p.Count)
+				flavors := make([]string, 0, len(psa.Flavors))
+				for _, f := range psa.Flavors {
+					if !slices.Contains(flavors, string(f)) {
+						flavors = append(flavors, string(f))
+					}
+				}
+				slices.Sort(flavors)
+				p.Flavor = strings.Join(flavors, ",")
+			}
+		}
+		if p.Required != "" || p.Preferred != "" || p.Assignment != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

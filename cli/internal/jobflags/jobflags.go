@@ -40,6 +40,8 @@ type Job struct {
 	CPU, Memory        string
 	Queue              string
 	PriorityClass      string
+	Topology           string
+	TopologyPreferred  bool
 	Deadline, TTL      string
 	Suspend            bool
 	Env                []string
@@ -62,7 +64,7 @@ var Outputs = printer.Formats{printer.FormatJSON, printer.FormatYAML, printer.Fo
 // Changed records which flags that describe the job's fields were set: a manifest (-f)
 // cannot be combined with them.
 func (j *Job) Changed(cmd *cobra.Command) {
-	for _, name := range []string{"runtime", "namespaced-runtime", "image", "nodes", "procs-per-node", "gpus-per-node", "cpu", "memory", "env", "dataset", "model"} {
+	for _, name := range []string{"runtime", "namespaced-runtime", "image", "nodes", "procs-per-node", "gpus-per-node", "cpu", "memory", "env", "dataset", "model", "topology", "topology-preferred"} {
 		if cmd.Flags().Changed(name) {
 			j.fieldFlags = append(j.fieldFlags, "--"+name)
 		}
@@ -87,6 +89,8 @@ func (j *Job) Add(cmd *cobra.Command) {
 	fl.StringVar(&j.Memory, "memory", "", "memory per node, e.g. 64Gi")
 	fl.StringVar(&j.Queue, "queue", "", "Kueue LocalQueue to wait in")
 	fl.StringVar(&j.PriorityClass, "priority-class", "", "Kueue WorkloadPriorityClass")
+	fl.StringVar(&j.Topology, "topology", "", "place all training nodes in one domain of this level of the queue's Kueue Topology, e.g. rack or block (or a node label); the job waits until one has room")
+	fl.BoolVar(&j.TopologyPreferred, "topology-preferred", false, "with --topology, prefer one domain but let Kueue spread the nodes when none has room")
 	fl.StringVar(&j.Deadline, "deadline", "", "fail the job after it ran this long (activeDeadlineSeconds), e.g. 8h")
 	fl.StringVar(&j.TTL, "ttl", "", "delete the job this long after it finished (ttlSecondsAfterFinished), e.g. 24h; 0 deletes it at once")
 	fl.BoolVar(&j.Suspend, "suspend", false, "create it suspended (kiln resume starts it)")
@@ -148,6 +152,12 @@ func (j *Job) Request(f *factory.Factory) (*kilnv1.CreateTrainJobRequest, error)
 		Runtime: j.Runtime, Image: j.Image, Command: j.Command, Nodes: j.Nodes, ProcsPerNode: j.ProcsPerNode,
 		DatasetUri: j.Dataset, ModelUri: j.Model, Queue: j.Queue, PriorityClass: j.PriorityClass, Suspend: j.Suspend,
 		ActiveDeadlineSeconds: deadline, TtlSecondsAfterFinished: int32Ptr(ttl),
+	}
+	if j.TopologyPreferred && j.Topology == "" {
+		return nil, factory.Usagef("--topology-preferred: name the level with --topology, e.g. --topology rack")
+	}
+	if j.Topology != "" {
+		spec.Topology = &kilnv1.TopologyRequest{Level: j.Topology, Preferred: j.TopologyPreferred}
 	}
 	if j.NamespacedRuntime {
 		spec.RuntimeKind = kilnv1.RuntimeKind_RUNTIME_KIND_NAMESPACED

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kiln-ml/kiln/api/kueue"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
 )
 
@@ -74,7 +75,9 @@ func (c Config) tasQueues() ([]*unstructured.Unstructured, error) {
 	level := func(label string) any { return map[string]any{"nodeLabel": label} }
 	topology := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": kueueAPIVersion, "kind": "Topology",
-		"metadata": map[string]any{"name": TopologyName},
+		// Named for people (kiln submit --topology rack, kiln describe): GKE's labels, whose
+		// sub-block is a rack.
+		"metadata": map[string]any{"name": TopologyName, "annotations": map[string]any{kueue.AnnotationLevelNames: "block,rack,host"}},
 		"spec":     map[string]any{"levels": []any{level(LabelTopologyBlock), level(LabelTopologyRack), level(LabelHostname)}},
 	}}
 	flavor := &unstructured.Unstructured{Object: map[string]any{

@@ -315,7 +315,7 @@ func faultToleranceSpecs() {
 		}).Should(Succeed())
 		if os.Getenv("KILN_CONFIG") != "" {
 			// The CLI's user, allowed to train in this namespace too.
-			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			letCLIUserIn(ctx, ns)
 			out, errOut, code := kilnCLI("", "describe", "spot", "-n", ns)
 			Expect(code).To(Equal(0), errOut)
 			Expect(out).To(MatchRegexp(`Restarts:\s+1 \(0 of maxRestarts 3 counted; disruptions do not count\), last: Disruption`))
@@ -396,7 +396,7 @@ func faultToleranceSpecs() {
 
 		if os.Getenv("KILN_CONFIG") != "" {
 			By("the deleted pod's last words, kept though it was running when deleted: kiln logs --previous")
-			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			letCLIUserIn(ctx, ns)
 			out, errOut, code := kilnCLI("", "logs", "helped", "-n", ns, "--previous")
 			Expect(code).To(Equal(0), errOut)
 			Expect(out).To(ContainSubstring("[node-0 attempt 0] "))

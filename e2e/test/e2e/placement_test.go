@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -140,9 +141,24 @@ spec:
 		podSets, _, _ := unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
 		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("required", platform.LabelTopologyRack))))
 
-		By("a job of 5 nodes: within quota, but no rack has 5 nodes")
-		tooBig := torchJob(ns, "too-big", 5).Label(labelQueue, "tas").ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(inOneRack).Obj()
-		Expect(k8s.Create(ctx, tooBig)).To(Succeed())
+		By("kiln describe says which rack: Kueue's assignment of hostnames, with their nodes' block and rack")
+		letCLIUserIn(ctx, ns)
+		pods := podsOf(ctx, Default, ns, "rack")
+		rackOf := nodeLabels(ctx, Default, pods, platform.LabelTopologyRack)[0]
+		blockOf := nodeLabels(ctx, Default, pods, platform.LabelTopologyBlock)[0]
+		out, errOut, code := kilnCLI("", "describe", "rack", "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(ContainSubstring("Topology:       all training nodes in one rack (%s), required", platform.LabelTopologyRack))
+		Expect(out).To(ContainSubstring("Placement:      node: 4 pods in block %s, rack %s (Topology %s, flavor %s, one rack required)",
+			blockOf, rackOf, platform.TopologyName, platform.FlavorTAS))
+		for _, p := range pods {
+			Expect(out).To(MatchRegexp(`\n  node\s+%s\s+%s\s+%s\s+1\n`, blockOf, rackOf, p.Spec.NodeName), "a row per node of the placement")
+		}
+
+		By("a job of 5 nodes submitted with kiln submit --topology rack: within quota, but no rack has 5 nodes")
+		out, errOut, code = kilnCLI("", "submit", "-n", ns, "--name", "too-big", "--runtime", "torch-distributed", "--nodes", "5",
+			"--gpus-per-node", "8", "--queue", "tas", "--topology", "rack", "--", "torchrun", "train.py")
+		Expect(code).To(Equal(0), out+errOut)
 		Eventually(ctx, func(g Gomega) {
 			wls := workloadsOf(ctx, g, ns, getTrainJob(ctx, g, ns, "too-big").UID)
 			g.Expect(wls).To(HaveLen(1))
@@ -152,6 +168,53 @@ spec:
 				MatchRegexp(`couldn't assign flavors to pod set node: topology "default" (allows to fit only \d+ out|doesn't allow to fit any) of 5 pod\(s\)`))
 		}).WithTimeout(time.Minute).Should(Succeed())
 		Expect(podsOf(ctx, Default, ns, "too-big")).To(BeEmpty(), "suspended until admitted")
+		wls = workloadsOf(ctx, Default, ns, getTrainJob(ctx, Default, ns, "too-big").UID)
+		podSets, _, _ = unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
+		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("required", platform.LabelTopologyRack))),
+			"the API server resolved rack to the Topology's node label")
+		out, errOut, code = kilnCLI("", "describe", "too-big", "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(MatchRegexp(`Message:\s+no rack has room for all 5 pods of node \(it requires one rack, node label %s\); Kueue: couldn't assign flavors`, regexp.QuoteMeta(platform.LabelTopologyRack)))
+
+		By("the catalog's torch-distributed-rack prefers one rack without being asked: another rack's 4 nodes")
+		byRuntime := torchJob(ns, "by-runtime", 4).RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed-rack").Label(labelQueue, "tas").
+			ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})).Obj()
+		Expect(k8s.Create(ctx, byRuntime)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "by-runtime")
+			g.Expect(pods).To(HaveLen(4))
+			g.Expect(boundPods(pods)).To(Equal(4))
+			racks := nodeLabels(ctx, g, pods, platform.LabelTopologyRack)
+			g.Expect(racks).To(HaveEach(racks[0]), "every pod in one rack")
+			g.Expect(racks[0]).NotTo(Equal(rackOf), "the first job holds that rack")
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		wls = workloadsOf(ctx, Default, ns, getTrainJob(ctx, Default, ns, "by-runtime").UID)
+		podSets, _, _ = unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
+		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("preferred", platform.LabelTopologyRack))))
+
+		By("a job changes its runtime's level: kiln submit --topology block --topology-preferred replaces the rack")
+		out, errOut, code = kilnCLI("", "submit", "-n", ns, "--name", "in-a-block", "--runtime", "torch-distributed-rack", "--nodes", "2",
+			"--gpus-per-node", "8", "--queue", "tas", "--topology", "block", "--topology-preferred", "--", "torchrun", "train.py")
+		Expect(code).To(Equal(0), out+errOut)
+		Eventually(ctx, func(g Gomega) {
+			wls := workloadsOf(ctx, g, ns, getTrainJob(ctx, g, ns, "in-a-block").UID)
+			g.Expect(wls).To(HaveLen(1))
+			podSets, _, _ := unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
+			g.Expect(podSets).To(ConsistOf(HaveKeyWithValue("topologyRequest",
+				And(HaveKeyWithValue("preferred", platform.LabelTopologyBlock), Not(HaveKey("required"))))))
+			g.Expect(conditionStatus(&wls[0], "Admitted")).To(Equal("True"))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		By("but not its kind: Kueue refuses pods that both require and prefer a topology, and Kiln says so first")
+		_, errOut, code = kilnCLI("", "submit", "-n", ns, "--name", "refused", "--runtime", "torch-distributed-rack", "--queue", "tas", "--topology", "block")
+		Expect(code).NotTo(Equal(0))
+		Expect(errOut).To(ContainSubstring("train_job.spec.topology.preferred"))
+		Expect(errOut).To(ContainSubstring("runtime torch-distributed-rack already prefers one rack"))
+
+		By("a level the queue's Topology lacks is refused, naming the levels")
+		_, errOut, code = kilnCLI("", "submit", "-n", ns, "--name", "zoned", "--runtime", "torch-distributed", "--queue", "tas", "--topology", "zone")
+		Expect(code).NotTo(Equal(0))
+		Expect(errOut).To(ContainSubstring(`train_job.spec.topology.level`))
+		Expect(errOut).To(ContainSubstring(`no level "zone": the levels are block (%s), rack (%s), host (kubernetes.io/hostname)`, platform.LabelTopologyBlock, platform.LabelTopologyRack))
 
 	})
 })

@@ -112,7 +112,7 @@ func progressSpecs() {
 		Expect(h.OwnerReferences).To(ContainElement(HaveField("Name", tj.Name)))
 		if os.Getenv("KILN_CONFIG") != "" {
 			// The CLI's user, allowed to train in this namespace too, sees the curve.
-			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			letCLIUserIn(ctx, ns)
 			out, errOut, code := kilnCLI("", "describe", tj.Name, "-n", ns)
 			Expect(code).To(Equal(0), errOut)
 			Expect(out).To(MatchRegexp(`Percent:\s+100%`))

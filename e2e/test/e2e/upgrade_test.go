@@ -235,7 +235,7 @@ var _ = Describe("Upgrade from the previous release", Label(upgrade), Serial, Or
 		jobs, _, kc := apiClient()
 		res, err := jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns}))
 		if connect.CodeOf(err) == connect.CodePermissionDenied {
-			Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
+			letCLIUserIn(ctx, ns)
 			Eventually(ctx, func() error {
 				res, err = jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns}))
 				return err

@@ -22,7 +22,7 @@ func FuzzValidateTrainJob(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	runtimes := map[string]*trainer.TrainingRuntimeSpec{}
-	for _, name := range []string{"torch-distributed", "torch-distributed-spot", "mpi-distributed", "deepspeed-distributed", "jax-distributed", "xgboost-distributed"} {
+	for _, name := range []string{"torch-distributed", "torch-distributed-spot", "torch-distributed-rack", "mpi-distributed", "deepspeed-distributed", "jax-distributed", "xgboost-distributed"} {
 		runtimes[name] = catalogRuntime(f, name)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

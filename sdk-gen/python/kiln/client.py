@@ -516,6 +516,8 @@ class TrainerClient:
         namespace: Optional[str] = None,
         suspend: bool = False,
         request_id: Optional[str] = None,
+        topology: Optional[str] = None,
+        topology_preferred: bool = False,
     ) -> str:
         """Submit a job and return its name.
 
@@ -526,6 +528,10 @@ class TrainerClient:
         ``generate_name`` (default: the runtime's name and a dash). The call carries a
         request id (random unless given): retried after a lost answer, it returns the job
         the first attempt created instead of creating a second one.
+
+        ``topology`` places all training nodes in one domain of a level of the queue's Kueue
+        Topology, e.g. ``"rack"`` or ``"block"`` (or a node label): the job waits until one has
+        room, or, with ``topology_preferred=True``, is spread when none has.
         """
         _check_order(initializer, trainer)
         if options:
@@ -542,6 +548,8 @@ class TrainerClient:
             active_deadline_seconds=active_deadline_seconds,
             ttl_seconds_after_finished=ttl_seconds_after_finished,
             suspend=suspend,
+            topology=topology,
+            topology_preferred=topology_preferred,
         )
         if not name and not generate_name:
             generate_name = spec.runtime + "-"
@@ -790,12 +798,14 @@ class TrainerClient:
         run_labels: Optional[Dict[str, str]] = None,
         namespace: Optional[str] = None,
         request_id: Optional[str] = None,
+        topology: Optional[str] = None,
+        topology_preferred: bool = False,
     ) -> Schedule:
         """Create a schedule: a CronTrainJob that creates a job, a run, at each time of
         ``schedule``, a cron expression such as ``"0 2 * * 0"`` (Sundays at 02:00) read in
         ``time_zone`` (an IANA name; default UTC).
 
-        ``runtime``, ``trainer``, ``initializer``, ``queue``, ``priority_class``,
+        ``runtime``, ``trainer``, ``initializer``, ``queue``, ``priority_class``, ``topology``,
         ``active_deadline_seconds`` (the limit of each run) and ``ttl_seconds_after_finished``
         make each run as :meth:`train` makes a job; ``run_labels`` label each run, ``labels``
         and ``annotations`` the schedule itself. ``concurrency_policy`` is ``Allow``,
@@ -813,6 +823,8 @@ class TrainerClient:
             active_deadline_seconds=active_deadline_seconds,
             ttl_seconds_after_finished=ttl_seconds_after_finished,
             suspend=False,
+            topology=topology,
+            topology_preferred=topology_preferred,
         )
         req = pb.CreateCronTrainJobRequest(
             namespace=namespace or self.namespace,
@@ -926,6 +938,8 @@ def _train_job_spec(
     active_deadline_seconds: Optional[int],
     ttl_seconds_after_finished: Optional[int],
     suspend: bool,
+    topology: Optional[str] = None,
+    topology_preferred: bool = False,
 ) -> pb.TrainJobSpec:
     """The spec of a job, as :meth:`TrainerClient.train` submits it and as each run of a
     schedule is created from it."""
@@ -936,6 +950,8 @@ def _train_job_spec(
         if not runtime.cluster:
             rt_kind = pb.RuntimeKind.RUNTIME_KIND_NAMESPACED
         runtime = runtime.name
+    if topology_preferred and not topology:
+        raise ValueError("topology_preferred: name the level with topology=, e.g. topology='rack'")
     t = trainer or CustomTrainerContainer()
     resources = None
     if t.resources_per_node:
@@ -960,6 +976,7 @@ def _train_job_spec(
         suspend=suspend,
         active_deadline_seconds=active_deadline_seconds,
         ttl_seconds_after_finished=ttl_seconds_after_finished,
+        topology=pb.TopologyRequest(level=topology, preferred=topology_preferred) if topology else None,
     )
 
 

@@ -69,6 +69,14 @@ class ClientWireTest(unittest.TestCase):
         self.assertEqual(got["headers"]["Connect-Protocol-Version"], "1")
         self.assertEqual(got["headers"]["Authorization"], "Bearer t0ken")
 
+    def test_train_asks_for_a_topology_level(self) -> None:
+        with Replay("create-ok") as srv:
+            client(srv.url).train(runtime="torch-distributed", name="wire-rec", queue="tas", topology="rack", topology_preferred=True)
+        spec = json.loads(srv.received[0]["body"])["trainJob"]["spec"]
+        self.assertEqual(spec["topology"], {"level": "rack", "preferred": True})
+        with self.assertRaisesRegex(ValueError, r"topology_preferred: name the level with topology="):
+            client(srv.url).train(runtime="torch-distributed", topology_preferred=True)
+
     def test_train_retries_a_lost_answer_with_the_same_request_id(self) -> None:
         with Replay("create-ok", lose_first=True) as srv:
             name = client(srv.url).train(runtime="torch-distributed", name="wire-rec")

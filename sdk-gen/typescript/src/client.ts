@@ -96,6 +96,13 @@ export interface TrainOptions {
   /** The Kueue LocalQueue and WorkloadPriorityClass. */
   queue?: string;
   priorityClass?: string;
+  /**
+   * Place all training nodes in one domain of this level of the queue's Kueue Topology, e.g.
+   * "rack" or "block" (or a node label): the job waits until one has room, or, with
+   * topologyPreferred, is spread when none has.
+   */
+  topology?: string;
+  topologyPreferred?: boolean;
   /** Fail the job after that long running (restarted on every resume and Kueue admission). */
   activeDeadlineSeconds?: number;
   /** Delete the job that long after it finished. */
@@ -134,6 +141,9 @@ export interface ScheduleOptions {
   /** Each run's Kueue LocalQueue and WorkloadPriorityClass. */
   queue?: string;
   priorityClass?: string;
+  /** Each run's topology, as train() takes it. */
+  topology?: string;
+  topologyPreferred?: boolean;
   /** Fail each run after that long running; delete it that long after it finished. */
   activeDeadlineSeconds?: number;
   ttlSecondsAfterFinished?: number;
@@ -845,9 +855,13 @@ function newRequestId(): string {
 
 /** The spec of a job, as train() submits it and as each run of a schedule is created from it. */
 function trainJobSpec(
-  o: Pick<TrainOptions, "runtime" | "trainer" | "initializer" | "queue" | "priorityClass" | "activeDeadlineSeconds" | "ttlSecondsAfterFinished" | "suspend">,
+  o: Pick<
+    TrainOptions,
+    "runtime" | "trainer" | "initializer" | "queue" | "priorityClass" | "topology" | "topologyPreferred" | "activeDeadlineSeconds" | "ttlSecondsAfterFinished" | "suspend"
+  >,
 ): MessageInitShape<typeof TrainJobSpecSchema> & { runtime: string } {
   if (!o.runtime) throw new TypeError("runtime: name the runtime to train on, e.g. 'torch-distributed' (see listRuntimes())");
+  if (o.topologyPreferred && !o.topology) throw new TypeError("topologyPreferred: name the level with topology, e.g. topology: 'rack'");
   const rt = typeof o.runtime === "string" ? { name: o.runtime, cluster: true } : o.runtime;
   const t = o.trainer ?? {};
   const resources = t.resourcesPerNode
@@ -870,6 +884,7 @@ function trainJobSpec(
     suspend: o.suspend ?? false,
     activeDeadlineSeconds: o.activeDeadlineSeconds === undefined ? undefined : BigInt(o.activeDeadlineSeconds),
     ttlSecondsAfterFinished: o.ttlSecondsAfterFinished,
+    topology: o.topology ? { level: o.topology, preferred: o.topologyPreferred ?? false } : undefined,
   };
 }
 

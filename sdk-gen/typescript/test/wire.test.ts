@@ -44,6 +44,14 @@ test("train sends the request the server answered", async () => {
   });
 });
 
+test("train asks for a topology level", async () => {
+  await withReplay(["create-ok"], async (c, r) => {
+    await c.train({ runtime: "torch-distributed", name: "wire-rec", queue: "tas", topology: "rack", topologyPreferred: true });
+    assert.deepEqual(JSON.parse(r.received[0].body.toString()).trainJob.spec.topology, { level: "rack", preferred: true });
+    await assert.rejects(c.train({ runtime: "torch-distributed", topologyPreferred: true }), /topologyPreferred: name the level with topology/);
+  });
+});
+
 test("train retries a lost answer with the same request id", async () => {
   await withReplay(
     ["create-ok"],

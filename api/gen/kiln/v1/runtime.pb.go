@@ -47,8 +47,11 @@ type Runtime struct {
 	Deprecated bool              `protobuf:"varint,11,opt,name=deprecated,proto3" json:"deprecated,omitempty"`
 	Labels     map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// steps are the runtime's replicated jobs, e.g. dataset-initializer, node.
-	Steps         []string               `protobuf:"bytes,13,rep,name=steps,proto3" json:"steps,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Steps      []string               `protobuf:"bytes,13,rep,name=steps,proto3" json:"steps,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// topology is the topology-aware placement its training nodes ask Kueue for (Kueue's pod
+	// set annotation on their template), level named as Kiln knows it; a job overrides it.
+	Topology      *TopologyRequest `protobuf:"bytes,15,opt,name=topology,proto3" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +180,13 @@ func (x *Runtime) GetSteps() []string {
 func (x *Runtime) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Runtime) GetTopology() *TopologyRequest {
+	if x != nil {
+		return x.Topology
 	}
 	return nil
 }
@@ -433,7 +443,7 @@ var File_kiln_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_kiln_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x15kiln/v1/runtime.proto\x12\akiln.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kiln/v1/trainjob.proto\"\xe9\x04\n" +
+	"\x15kiln/v1/runtime.proto\x12\akiln.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kiln/v1/trainjob.proto\"\x9f\x05\n" +
 	"\aRuntime\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12(\n" +
@@ -453,7 +463,8 @@ const file_kiln_v1_runtime_proto_rawDesc = "" +
 	"\x06labels\x18\f \x03(\v2\x1c.kiln.v1.Runtime.LabelsEntryR\x06labels\x12\x14\n" +
 	"\x05steps\x18\r \x03(\tR\x05steps\x12;\n" +
 	"\vcreate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x1a9\n" +
+	"createTime\x124\n" +
+	"\btopology\x18\x0f \x01(\v2\x18.kiln.v1.TopologyRequestR\btopology\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x01\n" +
@@ -503,6 +514,7 @@ var file_kiln_v1_runtime_proto_goTypes = []any{
 	(*Device)(nil),                // 8: kiln.v1.Device
 	(*Resources)(nil),             // 9: kiln.v1.Resources
 	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*TopologyRequest)(nil),       // 11: kiln.v1.TopologyRequest
 }
 var file_kiln_v1_runtime_proto_depIdxs = []int32{
 	7,  // 0: kiln.v1.Runtime.kind:type_name -> kiln.v1.RuntimeKind
@@ -511,18 +523,19 @@ var file_kiln_v1_runtime_proto_depIdxs = []int32{
 	1,  // 3: kiln.v1.Runtime.run_policy:type_name -> kiln.v1.RunPolicy
 	6,  // 4: kiln.v1.Runtime.labels:type_name -> kiln.v1.Runtime.LabelsEntry
 	10, // 5: kiln.v1.Runtime.create_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: kiln.v1.ListRuntimesResponse.runtimes:type_name -> kiln.v1.Runtime
-	7,  // 7: kiln.v1.GetRuntimeRequest.kind:type_name -> kiln.v1.RuntimeKind
-	0,  // 8: kiln.v1.GetRuntimeResponse.runtime:type_name -> kiln.v1.Runtime
-	2,  // 9: kiln.v1.RuntimeService.ListRuntimes:input_type -> kiln.v1.ListRuntimesRequest
-	4,  // 10: kiln.v1.RuntimeService.GetRuntime:input_type -> kiln.v1.GetRuntimeRequest
-	3,  // 11: kiln.v1.RuntimeService.ListRuntimes:output_type -> kiln.v1.ListRuntimesResponse
-	5,  // 12: kiln.v1.RuntimeService.GetRuntime:output_type -> kiln.v1.GetRuntimeResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 6: kiln.v1.Runtime.topology:type_name -> kiln.v1.TopologyRequest
+	0,  // 7: kiln.v1.ListRuntimesResponse.runtimes:type_name -> kiln.v1.Runtime
+	7,  // 8: kiln.v1.GetRuntimeRequest.kind:type_name -> kiln.v1.RuntimeKind
+	0,  // 9: kiln.v1.GetRuntimeResponse.runtime:type_name -> kiln.v1.Runtime
+	2,  // 10: kiln.v1.RuntimeService.ListRuntimes:input_type -> kiln.v1.ListRuntimesRequest
+	4,  // 11: kiln.v1.RuntimeService.GetRuntime:input_type -> kiln.v1.GetRuntimeRequest
+	3,  // 12: kiln.v1.RuntimeService.ListRuntimes:output_type -> kiln.v1.ListRuntimesResponse
+	5,  // 13: kiln.v1.RuntimeService.GetRuntime:output_type -> kiln.v1.GetRuntimeResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_kiln_v1_runtime_proto_init() }

@@ -448,8 +448,12 @@ type TrainJobSpec struct {
 	// ttl_seconds_after_finished deletes the job and everything it owns that long after it
 	// finished.
 	TtlSecondsAfterFinished *int32 `protobuf:"varint,16,opt,name=ttl_seconds_after_finished,json=ttlSecondsAfterFinished,proto3,oneof" json:"ttl_seconds_after_finished,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// topology asks Kueue's topology-aware scheduling to place all the training nodes in one
+	// domain of a level (one rack, one block). Its job's queue must admit on a flavor with a
+	// Kueue Topology. Read back from the job's runtime patch of Kueue's podset annotation.
+	Topology      *TopologyRequest `protobuf:"bytes,17,opt,name=topology,proto3" json:"topology,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TrainJobSpec) Reset() {
@@ -594,6 +598,80 @@ func (x *TrainJobSpec) GetTtlSecondsAfterFinished() int32 {
 	return 0
 }
 
+func (x *TrainJobSpec) GetTopology() *TopologyRequest {
+	if x != nil {
+		return x.Topology
+	}
+	return nil
+}
+
+// TopologyRequest names a level of the Kueue Topology of the job's queue.
+type TopologyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// level is a level's name ("block", "rack", "host": the Topology's annotation
+	// kiln.dev/level-names, else the names Kiln knows for cloud providers' labels) or its node
+	// label, e.g. "cloud.google.com/gce-topology-block".
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// preferred lets Kueue spread the nodes over several domains when no one domain has room;
+	// otherwise the level is required and the job waits until one has.
+	Preferred bool `protobuf:"varint,2,opt,name=preferred,proto3" json:"preferred,omitempty"`
+	// node_label is the level's node label, as the server resolved it (read only).
+	NodeLabel     string `protobuf:"bytes,3,opt,name=node_label,json=nodeLabel,proto3" json:"node_label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyRequest) Reset() {
+	*x = TopologyRequest{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyRequest) ProtoMessage() {}
+
+func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
+func (*TopologyRequest) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TopologyRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *TopologyRequest) GetPreferred() bool {
+	if x != nil {
+		return x.Preferred
+	}
+	return false
+}
+
+func (x *TopologyRequest) GetNodeLabel() string {
+	if x != nil {
+		return x.NodeLabel
+	}
+	return ""
+}
+
 // TrainJobStatus is what happens to a job.
 type TrainJobStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -625,13 +703,16 @@ type TrainJobStatus struct {
 	// kept_log_attempts are the earlier attempts whose pods' last logs Kiln kept (StreamLogs
 	// attempt), oldest first; GetTrainJob fills it.
 	KeptLogAttempts []int32 `protobuf:"varint,16,rep,packed,name=kept_log_attempts,json=keptLogAttempts,proto3" json:"kept_log_attempts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// placement is where Kueue's topology-aware scheduling put the job's pods, once admitted
+	// on a flavor with a Topology.
+	Placement     *Placement `protobuf:"bytes,17,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TrainJobStatus) Reset() {
 	*x = TrainJobStatus{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[4]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +724,7 @@ func (x *TrainJobStatus) String() string {
 func (*TrainJobStatus) ProtoMessage() {}
 
 func (x *TrainJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[4]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +737,7 @@ func (x *TrainJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainJobStatus.ProtoReflect.Descriptor instead.
 func (*TrainJobStatus) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{4}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TrainJobStatus) GetState() State {
@@ -771,6 +852,274 @@ func (x *TrainJobStatus) GetKeptLogAttempts() []int32 {
 	return nil
 }
 
+func (x *TrainJobStatus) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// Placement is where Kueue's topology-aware scheduling put a job's pods.
+type Placement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// topology is the Kueue Topology the job was placed on.
+	Topology string `protobuf:"bytes,1,opt,name=topology,proto3" json:"topology,omitempty"`
+	// levels are the Topology's levels, highest first.
+	Levels        []*TopologyLevel   `protobuf:"bytes,2,rep,name=levels,proto3" json:"levels,omitempty"`
+	PodSets       []*PodSetPlacement `protobuf:"bytes,3,rep,name=pod_sets,json=podSets,proto3" json:"pod_sets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Placement) GetTopology() string {
+	if x != nil {
+		return x.Topology
+	}
+	return ""
+}
+
+func (x *Placement) GetLevels() []*TopologyLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+func (x *Placement) GetPodSets() []*PodSetPlacement {
+	if x != nil {
+		return x.PodSets
+	}
+	return nil
+}
+
+// TopologyLevel is one level of a Kueue Topology.
+type TopologyLevel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "block", "rack", "host"..., or the node label when Kiln knows no name for it.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	NodeLabel     string `protobuf:"bytes,2,opt,name=node_label,json=nodeLabel,proto3" json:"node_label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyLevel) Reset() {
+	*x = TopologyLevel{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyLevel) ProtoMessage() {}
+
+func (x *TopologyLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyLevel.ProtoReflect.Descriptor instead.
+func (*TopologyLevel) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TopologyLevel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopologyLevel) GetNodeLabel() string {
+	if x != nil {
+		return x.NodeLabel
+	}
+	return ""
+}
+
+// PodSetPlacement is where the pods of one replicated job went.
+type PodSetPlacement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the replicated job's (Kueue's pod set), e.g. "node".
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Count int32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// flavor is the Kueue ResourceFlavor it was admitted on.
+	Flavor string `protobuf:"bytes,3,opt,name=flavor,proto3" json:"flavor,omitempty"`
+	// required_level and preferred_level are what it asked for (level names).
+	RequiredLevel  string `protobuf:"bytes,4,opt,name=required_level,json=requiredLevel,proto3" json:"required_level,omitempty"`
+	PreferredLevel string `protobuf:"bytes,5,opt,name=preferred_level,json=preferredLevel,proto3" json:"preferred_level,omitempty"`
+	// domains are the lowest-level domains (nodes) its pods were assigned to.
+	Domains       []*TopologyDomain `protobuf:"bytes,6,rep,name=domains,proto3" json:"domains,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodSetPlacement) Reset() {
+	*x = PodSetPlacement{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodSetPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodSetPlacement) ProtoMessage() {}
+
+func (x *PodSetPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodSetPlacement.ProtoReflect.Descriptor instead.
+func (*PodSetPlacement) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PodSetPlacement) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodSetPlacement) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PodSetPlacement) GetFlavor() string {
+	if x != nil {
+		return x.Flavor
+	}
+	return ""
+}
+
+func (x *PodSetPlacement) GetRequiredLevel() string {
+	if x != nil {
+		return x.RequiredLevel
+	}
+	return ""
+}
+
+func (x *PodSetPlacement) GetPreferredLevel() string {
+	if x != nil {
+		return x.PreferredLevel
+	}
+	return ""
+}
+
+func (x *PodSetPlacement) GetDomains() []*TopologyDomain {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
+}
+
+// TopologyDomain is a domain of the lowest level (usually a node) and how many pods it got.
+type TopologyDomain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the domain's value at each of the Placement's levels, highest first; empty
+	// where the node is gone.
+	Values        []string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	Pods          int32    `protobuf:"varint,2,opt,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyDomain) Reset() {
+	*x = TopologyDomain{}
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyDomain) ProtoMessage() {}
+
+func (x *TopologyDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyDomain.ProtoReflect.Descriptor instead.
+func (*TopologyDomain) Descriptor() ([]byte, []int) {
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TopologyDomain) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *TopologyDomain) GetPods() int32 {
+	if x != nil {
+		return x.Pods
+	}
+	return 0
+}
+
 // Progress is what a job's trainer reports of its training (upstream's trainerStatus), with
 // what Kiln reads from its metrics.
 type Progress struct {
@@ -799,7 +1148,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1160,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[5]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1173,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{5}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Progress) GetPercent() int32 {
@@ -901,7 +1250,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1262,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[6]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1275,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{6}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Metric) GetName() string {
@@ -954,7 +1303,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1315,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[7]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1328,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{7}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Checkpoint) GetStep() int64 {
@@ -1016,7 +1365,7 @@ type Restarts struct {
 
 func (x *Restarts) Reset() {
 	*x = Restarts{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1377,7 @@ func (x *Restarts) String() string {
 func (*Restarts) ProtoMessage() {}
 
 func (x *Restarts) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[8]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1390,7 @@ func (x *Restarts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restarts.ProtoReflect.Descriptor instead.
 func (*Restarts) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{8}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Restarts) GetCount() int32 {
@@ -1106,7 +1455,7 @@ type QueuePosition struct {
 
 func (x *QueuePosition) Reset() {
 	*x = QueuePosition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1467,7 @@ func (x *QueuePosition) String() string {
 func (*QueuePosition) ProtoMessage() {}
 
 func (x *QueuePosition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[9]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1480,7 @@ func (x *QueuePosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePosition.ProtoReflect.Descriptor instead.
 func (*QueuePosition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{9}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueuePosition) GetLocalQueue() string {
@@ -1207,7 +1556,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1568,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[10]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1581,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{10}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Step) GetName() string {
@@ -1331,7 +1680,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1692,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[11]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1705,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{11}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Device) GetResource() string {
@@ -1388,7 +1737,7 @@ type ReplicatedJobStatus struct {
 
 func (x *ReplicatedJobStatus) Reset() {
 	*x = ReplicatedJobStatus{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1749,7 @@ func (x *ReplicatedJobStatus) String() string {
 func (*ReplicatedJobStatus) ProtoMessage() {}
 
 func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[12]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1762,7 @@ func (x *ReplicatedJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatedJobStatus.ProtoReflect.Descriptor instead.
 func (*ReplicatedJobStatus) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{12}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplicatedJobStatus) GetName() string {
@@ -1474,7 +1823,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1835,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[13]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1848,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{13}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Condition) GetType() string {
@@ -1559,7 +1908,7 @@ type NewTrainJob struct {
 
 func (x *NewTrainJob) Reset() {
 	*x = NewTrainJob{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1920,7 @@ func (x *NewTrainJob) String() string {
 func (*NewTrainJob) ProtoMessage() {}
 
 func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[14]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1933,7 @@ func (x *NewTrainJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewTrainJob.ProtoReflect.Descriptor instead.
 func (*NewTrainJob) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{14}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NewTrainJob) GetName() string {
@@ -1644,7 +1993,7 @@ type CreateTrainJobRequest struct {
 
 func (x *CreateTrainJobRequest) Reset() {
 	*x = CreateTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +2005,7 @@ func (x *CreateTrainJobRequest) String() string {
 func (*CreateTrainJobRequest) ProtoMessage() {}
 
 func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[15]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +2018,7 @@ func (x *CreateTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{15}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTrainJobRequest) GetNamespace() string {
@@ -1753,7 +2102,7 @@ type CreateTrainJobResponse struct {
 
 func (x *CreateTrainJobResponse) Reset() {
 	*x = CreateTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2114,7 @@ func (x *CreateTrainJobResponse) String() string {
 func (*CreateTrainJobResponse) ProtoMessage() {}
 
 func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[16]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2127,7 @@ func (x *CreateTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*CreateTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{16}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1821,7 +2170,7 @@ type GetTrainJobRequest struct {
 
 func (x *GetTrainJobRequest) Reset() {
 	*x = GetTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2182,7 @@ func (x *GetTrainJobRequest) String() string {
 func (*GetTrainJobRequest) ProtoMessage() {}
 
 func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[17]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2195,7 @@ func (x *GetTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*GetTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{17}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTrainJobRequest) GetNamespace() string {
@@ -1880,7 +2229,7 @@ type GetTrainJobResponse struct {
 
 func (x *GetTrainJobResponse) Reset() {
 	*x = GetTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2241,7 @@ func (x *GetTrainJobResponse) String() string {
 func (*GetTrainJobResponse) ProtoMessage() {}
 
 func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[18]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2254,7 @@ func (x *GetTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*GetTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{18}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1942,7 +2291,7 @@ type ListTrainJobsRequest struct {
 
 func (x *ListTrainJobsRequest) Reset() {
 	*x = ListTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2303,7 @@ func (x *ListTrainJobsRequest) String() string {
 func (*ListTrainJobsRequest) ProtoMessage() {}
 
 func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[19]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2316,7 @@ func (x *ListTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{19}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTrainJobsRequest) GetNamespace() string {
@@ -2023,7 +2372,7 @@ type ListTrainJobsResponse struct {
 
 func (x *ListTrainJobsResponse) Reset() {
 	*x = ListTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2384,7 @@ func (x *ListTrainJobsResponse) String() string {
 func (*ListTrainJobsResponse) ProtoMessage() {}
 
 func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[20]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2397,7 @@ func (x *ListTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{20}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListTrainJobsResponse) GetTrainJobs() []*TrainJob {
@@ -2083,7 +2432,7 @@ type WatchTrainJobsRequest struct {
 
 func (x *WatchTrainJobsRequest) Reset() {
 	*x = WatchTrainJobsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2444,7 @@ func (x *WatchTrainJobsRequest) String() string {
 func (*WatchTrainJobsRequest) ProtoMessage() {}
 
 func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[21]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2457,7 @@ func (x *WatchTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{21}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchTrainJobsRequest) GetNamespace() string {
@@ -2166,7 +2515,7 @@ type WatchTrainJobsResponse struct {
 
 func (x *WatchTrainJobsResponse) Reset() {
 	*x = WatchTrainJobsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2527,7 @@ func (x *WatchTrainJobsResponse) String() string {
 func (*WatchTrainJobsResponse) ProtoMessage() {}
 
 func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[22]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2540,7 @@ func (x *WatchTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{22}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchTrainJobsResponse) GetType() WatchEventType {
@@ -2225,7 +2574,7 @@ type SuspendTrainJobRequest struct {
 
 func (x *SuspendTrainJobRequest) Reset() {
 	*x = SuspendTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2586,7 @@ func (x *SuspendTrainJobRequest) String() string {
 func (*SuspendTrainJobRequest) ProtoMessage() {}
 
 func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[23]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2599,7 @@ func (x *SuspendTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{23}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SuspendTrainJobRequest) GetNamespace() string {
@@ -2276,7 +2625,7 @@ type SuspendTrainJobResponse struct {
 
 func (x *SuspendTrainJobResponse) Reset() {
 	*x = SuspendTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2637,7 @@ func (x *SuspendTrainJobResponse) String() string {
 func (*SuspendTrainJobResponse) ProtoMessage() {}
 
 func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[24]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2650,7 @@ func (x *SuspendTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*SuspendTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{24}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SuspendTrainJobResponse) GetTrainJob() *TrainJob {
@@ -2321,7 +2670,7 @@ type ResumeTrainJobRequest struct {
 
 func (x *ResumeTrainJobRequest) Reset() {
 	*x = ResumeTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2682,7 @@ func (x *ResumeTrainJobRequest) String() string {
 func (*ResumeTrainJobRequest) ProtoMessage() {}
 
 func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[25]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2695,7 @@ func (x *ResumeTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{25}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResumeTrainJobRequest) GetNamespace() string {
@@ -2372,7 +2721,7 @@ type ResumeTrainJobResponse struct {
 
 func (x *ResumeTrainJobResponse) Reset() {
 	*x = ResumeTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2733,7 @@ func (x *ResumeTrainJobResponse) String() string {
 func (*ResumeTrainJobResponse) ProtoMessage() {}
 
 func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[26]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2746,7 @@ func (x *ResumeTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{26}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResumeTrainJobResponse) GetTrainJob() *TrainJob {
@@ -2417,7 +2766,7 @@ type DeleteTrainJobRequest struct {
 
 func (x *DeleteTrainJobRequest) Reset() {
 	*x = DeleteTrainJobRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2778,7 @@ func (x *DeleteTrainJobRequest) String() string {
 func (*DeleteTrainJobRequest) ProtoMessage() {}
 
 func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[27]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2791,7 @@ func (x *DeleteTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{27}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteTrainJobRequest) GetNamespace() string {
@@ -2467,7 +2816,7 @@ type DeleteTrainJobResponse struct {
 
 func (x *DeleteTrainJobResponse) Reset() {
 	*x = DeleteTrainJobResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2828,7 @@ func (x *DeleteTrainJobResponse) String() string {
 func (*DeleteTrainJobResponse) ProtoMessage() {}
 
 func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[28]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2841,7 @@ func (x *DeleteTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{28}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{33}
 }
 
 type ConvertManifestsRequest struct {
@@ -2510,7 +2859,7 @@ type ConvertManifestsRequest struct {
 
 func (x *ConvertManifestsRequest) Reset() {
 	*x = ConvertManifestsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2871,7 @@ func (x *ConvertManifestsRequest) String() string {
 func (*ConvertManifestsRequest) ProtoMessage() {}
 
 func (x *ConvertManifestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[29]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2884,7 @@ func (x *ConvertManifestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertManifestsRequest.ProtoReflect.Descriptor instead.
 func (*ConvertManifestsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{29}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConvertManifestsRequest) GetManifests() string {
@@ -2571,7 +2920,7 @@ type ConvertManifestsResponse struct {
 
 func (x *ConvertManifestsResponse) Reset() {
 	*x = ConvertManifestsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2932,7 @@ func (x *ConvertManifestsResponse) String() string {
 func (*ConvertManifestsResponse) ProtoMessage() {}
 
 func (x *ConvertManifestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[30]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2945,7 @@ func (x *ConvertManifestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertManifestsResponse.ProtoReflect.Descriptor instead.
 func (*ConvertManifestsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{30}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConvertManifestsResponse) GetManifests() []*ConvertedManifest {
@@ -2631,7 +2980,7 @@ type ConvertedManifest struct {
 
 func (x *ConvertedManifest) Reset() {
 	*x = ConvertedManifest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2992,7 @@ func (x *ConvertedManifest) String() string {
 func (*ConvertedManifest) ProtoMessage() {}
 
 func (x *ConvertedManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[31]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +3005,7 @@ func (x *ConvertedManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertedManifest.ProtoReflect.Descriptor instead.
 func (*ConvertedManifest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{31}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConvertedManifest) GetKind() string {
@@ -2711,7 +3060,7 @@ type ConversionWarning struct {
 
 func (x *ConversionWarning) Reset() {
 	*x = ConversionWarning{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3072,7 @@ func (x *ConversionWarning) String() string {
 func (*ConversionWarning) ProtoMessage() {}
 
 func (x *ConversionWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[32]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3085,7 @@ func (x *ConversionWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversionWarning.ProtoReflect.Descriptor instead.
 func (*ConversionWarning) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{32}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConversionWarning) GetDocument() int32 {
@@ -2805,7 +3154,7 @@ type StreamLogsRequest struct {
 
 func (x *StreamLogsRequest) Reset() {
 	*x = StreamLogsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +3166,7 @@ func (x *StreamLogsRequest) String() string {
 func (*StreamLogsRequest) ProtoMessage() {}
 
 func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[33]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +3179,7 @@ func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{33}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StreamLogsRequest) GetNamespace() string {
@@ -2912,7 +3261,7 @@ type StreamLogsResponse struct {
 
 func (x *StreamLogsResponse) Reset() {
 	*x = StreamLogsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3273,7 @@ func (x *StreamLogsResponse) String() string {
 func (*StreamLogsResponse) ProtoMessage() {}
 
 func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[34]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3286,7 @@ func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
 func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{34}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamLogsResponse) GetLines() []*LogLine {
@@ -2963,7 +3312,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3324,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[35]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3337,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{35}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LogLine) GetStep() string {
@@ -3043,7 +3392,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3404,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[36]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3417,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{36}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -3095,7 +3444,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3456,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[37]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3469,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{37}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -3150,7 +3499,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3511,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[38]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3524,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{38}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Event) GetType() string {
@@ -3246,7 +3595,7 @@ type GetTrainJobMetricsRequest struct {
 
 func (x *GetTrainJobMetricsRequest) Reset() {
 	*x = GetTrainJobMetricsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3607,7 @@ func (x *GetTrainJobMetricsRequest) String() string {
 func (*GetTrainJobMetricsRequest) ProtoMessage() {}
 
 func (x *GetTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[39]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3620,7 @@ func (x *GetTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetTrainJobMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{39}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTrainJobMetricsRequest) GetNamespace() string {
@@ -3307,7 +3656,7 @@ type GetTrainJobMetricsResponse struct {
 
 func (x *GetTrainJobMetricsResponse) Reset() {
 	*x = GetTrainJobMetricsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3668,7 @@ func (x *GetTrainJobMetricsResponse) String() string {
 func (*GetTrainJobMetricsResponse) ProtoMessage() {}
 
 func (x *GetTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[40]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3681,7 @@ func (x *GetTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrainJobMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetTrainJobMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{40}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetTrainJobMetricsResponse) GetSeries() []*MetricSeries {
@@ -3369,7 +3718,7 @@ type MetricSeries struct {
 
 func (x *MetricSeries) Reset() {
 	*x = MetricSeries{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3730,7 @@ func (x *MetricSeries) String() string {
 func (*MetricSeries) ProtoMessage() {}
 
 func (x *MetricSeries) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[41]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3743,7 @@ func (x *MetricSeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricSeries.ProtoReflect.Descriptor instead.
 func (*MetricSeries) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{41}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MetricSeries) GetName() string {
@@ -3431,7 +3780,7 @@ type MetricPoint struct {
 
 func (x *MetricPoint) Reset() {
 	*x = MetricPoint{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3792,7 @@ func (x *MetricPoint) String() string {
 func (*MetricPoint) ProtoMessage() {}
 
 func (x *MetricPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[42]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3805,7 @@ func (x *MetricPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricPoint.ProtoReflect.Descriptor instead.
 func (*MetricPoint) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{42}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MetricPoint) GetTime() *timestamppb.Timestamp {
@@ -3491,7 +3840,7 @@ type WatchTrainJobMetricsRequest struct {
 
 func (x *WatchTrainJobMetricsRequest) Reset() {
 	*x = WatchTrainJobMetricsRequest{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3852,7 @@ func (x *WatchTrainJobMetricsRequest) String() string {
 func (*WatchTrainJobMetricsRequest) ProtoMessage() {}
 
 func (x *WatchTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[43]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3865,7 @@ func (x *WatchTrainJobMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobMetricsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{43}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchTrainJobMetricsRequest) GetNamespace() string {
@@ -3554,7 +3903,7 @@ type WatchTrainJobMetricsResponse struct {
 
 func (x *WatchTrainJobMetricsResponse) Reset() {
 	*x = WatchTrainJobMetricsResponse{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3915,7 @@ func (x *WatchTrainJobMetricsResponse) String() string {
 func (*WatchTrainJobMetricsResponse) ProtoMessage() {}
 
 func (x *WatchTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[44]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3928,7 @@ func (x *WatchTrainJobMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTrainJobMetricsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTrainJobMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{44}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchTrainJobMetricsResponse) GetEvent() isWatchTrainJobMetricsResponse_Event {
@@ -3651,7 +4000,7 @@ type MetricPoints struct {
 
 func (x *MetricPoints) Reset() {
 	*x = MetricPoints{}
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +4012,7 @@ func (x *MetricPoints) String() string {
 func (*MetricPoints) ProtoMessage() {}
 
 func (x *MetricPoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_trainjob_proto_msgTypes[45]
+	mi := &file_kiln_v1_trainjob_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +4025,7 @@ func (x *MetricPoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricPoints.ProtoReflect.Descriptor instead.
 func (*MetricPoints) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{45}
+	return file_kiln_v1_trainjob_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MetricPoints) GetSeries() []*MetricSeries {
@@ -3719,7 +4068,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x05\n" +
 	"\fTrainJobSpec\x12\x18\n" +
 	"\aruntime\x18\x01 \x01(\tR\aruntime\x127\n" +
 	"\fruntime_kind\x18\x02 \x01(\x0e2\x14.kiln.v1.RuntimeKindR\vruntimeKind\x12\x14\n" +
@@ -3738,9 +4087,15 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x0epriority_class\x18\r \x01(\tR\rpriorityClass\x12\x18\n" +
 	"\asuspend\x18\x0e \x01(\bR\asuspend\x12;\n" +
 	"\x17active_deadline_seconds\x18\x0f \x01(\x03H\x00R\x15activeDeadlineSeconds\x88\x01\x01\x12@\n" +
-	"\x1attl_seconds_after_finished\x18\x10 \x01(\x05H\x01R\x17ttlSecondsAfterFinished\x88\x01\x01B\x1a\n" +
+	"\x1attl_seconds_after_finished\x18\x10 \x01(\x05H\x01R\x17ttlSecondsAfterFinished\x88\x01\x01\x124\n" +
+	"\btopology\x18\x11 \x01(\v2\x18.kiln.v1.TopologyRequestR\btopologyB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\xea\x06\n" +
+	"\x1b_ttl_seconds_after_finished\"d\n" +
+	"\x0fTopologyRequest\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12\x1c\n" +
+	"\tpreferred\x18\x02 \x01(\bR\tpreferred\x12\x1d\n" +
+	"\n" +
+	"node_label\x18\x03 \x01(\tR\tnodeLabel\"\x9c\a\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3761,9 +4116,28 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"conditions\x12-\n" +
 	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestarts\x12-\n" +
 	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogress\x12*\n" +
-	"\x11kept_log_attempts\x18\x10 \x03(\x05R\x0fkeptLogAttemptsB\x1a\n" +
+	"\x11kept_log_attempts\x18\x10 \x03(\x05R\x0fkeptLogAttempts\x120\n" +
+	"\tplacement\x18\x11 \x01(\v2\x12.kiln.v1.PlacementR\tplacementB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
-	"\x1b_ttl_seconds_after_finished\"\xfa\x03\n" +
+	"\x1b_ttl_seconds_after_finished\"\x8c\x01\n" +
+	"\tPlacement\x12\x1a\n" +
+	"\btopology\x18\x01 \x01(\tR\btopology\x12.\n" +
+	"\x06levels\x18\x02 \x03(\v2\x16.kiln.v1.TopologyLevelR\x06levels\x123\n" +
+	"\bpod_sets\x18\x03 \x03(\v2\x18.kiln.v1.PodSetPlacementR\apodSets\"B\n" +
+	"\rTopologyLevel\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"node_label\x18\x02 \x01(\tR\tnodeLabel\"\xd6\x01\n" +
+	"\x0fPodSetPlacement\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x16\n" +
+	"\x06flavor\x18\x03 \x01(\tR\x06flavor\x12%\n" +
+	"\x0erequired_level\x18\x04 \x01(\tR\rrequiredLevel\x12'\n" +
+	"\x0fpreferred_level\x18\x05 \x01(\tR\x0epreferredLevel\x121\n" +
+	"\adomains\x18\x06 \x03(\v2\x17.kiln.v1.TopologyDomainR\adomains\"<\n" +
+	"\x0eTopologyDomain\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\x12\x12\n" +
+	"\x04pods\x18\x02 \x01(\x05R\x04pods\"\xfa\x03\n" +
 	"\bProgress\x12\x1d\n" +
 	"\apercent\x18\x01 \x01(\x05H\x00R\apercent\x88\x01\x01\x12$\n" +
 	"\veta_seconds\x18\x02 \x01(\x05H\x01R\n" +
@@ -4052,7 +4426,7 @@ func file_kiln_v1_trainjob_proto_rawDescGZIP() []byte {
 }
 
 var file_kiln_v1_trainjob_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_kiln_v1_trainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_kiln_v1_trainjob_proto_goTypes = []any{
 	(RuntimeKind)(0),                     // 0: kiln.v1.RuntimeKind
 	(State)(0),                           // 1: kiln.v1.State
@@ -4061,142 +4435,152 @@ var file_kiln_v1_trainjob_proto_goTypes = []any{
 	(*EnvVar)(nil),                       // 4: kiln.v1.EnvVar
 	(*Resources)(nil),                    // 5: kiln.v1.Resources
 	(*TrainJobSpec)(nil),                 // 6: kiln.v1.TrainJobSpec
-	(*TrainJobStatus)(nil),               // 7: kiln.v1.TrainJobStatus
-	(*Progress)(nil),                     // 8: kiln.v1.Progress
-	(*Metric)(nil),                       // 9: kiln.v1.Metric
-	(*Checkpoint)(nil),                   // 10: kiln.v1.Checkpoint
-	(*Restarts)(nil),                     // 11: kiln.v1.Restarts
-	(*QueuePosition)(nil),                // 12: kiln.v1.QueuePosition
-	(*Step)(nil),                         // 13: kiln.v1.Step
-	(*Device)(nil),                       // 14: kiln.v1.Device
-	(*ReplicatedJobStatus)(nil),          // 15: kiln.v1.ReplicatedJobStatus
-	(*Condition)(nil),                    // 16: kiln.v1.Condition
-	(*NewTrainJob)(nil),                  // 17: kiln.v1.NewTrainJob
-	(*CreateTrainJobRequest)(nil),        // 18: kiln.v1.CreateTrainJobRequest
-	(*CreateTrainJobResponse)(nil),       // 19: kiln.v1.CreateTrainJobResponse
-	(*GetTrainJobRequest)(nil),           // 20: kiln.v1.GetTrainJobRequest
-	(*GetTrainJobResponse)(nil),          // 21: kiln.v1.GetTrainJobResponse
-	(*ListTrainJobsRequest)(nil),         // 22: kiln.v1.ListTrainJobsRequest
-	(*ListTrainJobsResponse)(nil),        // 23: kiln.v1.ListTrainJobsResponse
-	(*WatchTrainJobsRequest)(nil),        // 24: kiln.v1.WatchTrainJobsRequest
-	(*WatchTrainJobsResponse)(nil),       // 25: kiln.v1.WatchTrainJobsResponse
-	(*SuspendTrainJobRequest)(nil),       // 26: kiln.v1.SuspendTrainJobRequest
-	(*SuspendTrainJobResponse)(nil),      // 27: kiln.v1.SuspendTrainJobResponse
-	(*ResumeTrainJobRequest)(nil),        // 28: kiln.v1.ResumeTrainJobRequest
-	(*ResumeTrainJobResponse)(nil),       // 29: kiln.v1.ResumeTrainJobResponse
-	(*DeleteTrainJobRequest)(nil),        // 30: kiln.v1.DeleteTrainJobRequest
-	(*DeleteTrainJobResponse)(nil),       // 31: kiln.v1.DeleteTrainJobResponse
-	(*ConvertManifestsRequest)(nil),      // 32: kiln.v1.ConvertManifestsRequest
-	(*ConvertManifestsResponse)(nil),     // 33: kiln.v1.ConvertManifestsResponse
-	(*ConvertedManifest)(nil),            // 34: kiln.v1.ConvertedManifest
-	(*ConversionWarning)(nil),            // 35: kiln.v1.ConversionWarning
-	(*StreamLogsRequest)(nil),            // 36: kiln.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),           // 37: kiln.v1.StreamLogsResponse
-	(*LogLine)(nil),                      // 38: kiln.v1.LogLine
-	(*ListEventsRequest)(nil),            // 39: kiln.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),           // 40: kiln.v1.ListEventsResponse
-	(*Event)(nil),                        // 41: kiln.v1.Event
-	(*GetTrainJobMetricsRequest)(nil),    // 42: kiln.v1.GetTrainJobMetricsRequest
-	(*GetTrainJobMetricsResponse)(nil),   // 43: kiln.v1.GetTrainJobMetricsResponse
-	(*MetricSeries)(nil),                 // 44: kiln.v1.MetricSeries
-	(*MetricPoint)(nil),                  // 45: kiln.v1.MetricPoint
-	(*WatchTrainJobMetricsRequest)(nil),  // 46: kiln.v1.WatchTrainJobMetricsRequest
-	(*WatchTrainJobMetricsResponse)(nil), // 47: kiln.v1.WatchTrainJobMetricsResponse
-	(*MetricPoints)(nil),                 // 48: kiln.v1.MetricPoints
-	nil,                                  // 49: kiln.v1.TrainJob.LabelsEntry
-	nil,                                  // 50: kiln.v1.TrainJob.AnnotationsEntry
-	nil,                                  // 51: kiln.v1.Resources.RequestsEntry
-	nil,                                  // 52: kiln.v1.Resources.LimitsEntry
-	nil,                                  // 53: kiln.v1.NewTrainJob.LabelsEntry
-	nil,                                  // 54: kiln.v1.NewTrainJob.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),        // 55: google.protobuf.Timestamp
+	(*TopologyRequest)(nil),              // 7: kiln.v1.TopologyRequest
+	(*TrainJobStatus)(nil),               // 8: kiln.v1.TrainJobStatus
+	(*Placement)(nil),                    // 9: kiln.v1.Placement
+	(*TopologyLevel)(nil),                // 10: kiln.v1.TopologyLevel
+	(*PodSetPlacement)(nil),              // 11: kiln.v1.PodSetPlacement
+	(*TopologyDomain)(nil),               // 12: kiln.v1.TopologyDomain
+	(*Progress)(nil),                     // 13: kiln.v1.Progress
+	(*Metric)(nil),                       // 14: kiln.v1.Metric
+	(*Checkpoint)(nil),                   // 15: kiln.v1.Checkpoint
+	(*Restarts)(nil),                     // 16: kiln.v1.Restarts
+	(*QueuePosition)(nil),                // 17: kiln.v1.QueuePosition
+	(*Step)(nil),                         // 18: kiln.v1.Step
+	(*Device)(nil),                       // 19: kiln.v1.Device
+	(*ReplicatedJobStatus)(nil),          // 20: kiln.v1.ReplicatedJobStatus
+	(*Condition)(nil),                    // 21: kiln.v1.Condition
+	(*NewTrainJob)(nil),                  // 22: kiln.v1.NewTrainJob
+	(*CreateTrainJobRequest)(nil),        // 23: kiln.v1.CreateTrainJobRequest
+	(*CreateTrainJobResponse)(nil),       // 24: kiln.v1.CreateTrainJobResponse
+	(*GetTrainJobRequest)(nil),           // 25: kiln.v1.GetTrainJobRequest
+	(*GetTrainJobResponse)(nil),          // 26: kiln.v1.GetTrainJobResponse
+	(*ListTrainJobsRequest)(nil),         // 27: kiln.v1.ListTrainJobsRequest
+	(*ListTrainJobsResponse)(nil),        // 28: kiln.v1.ListTrainJobsResponse
+	(*WatchTrainJobsRequest)(nil),        // 29: kiln.v1.WatchTrainJobsRequest
+	(*WatchTrainJobsResponse)(nil),       // 30: kiln.v1.WatchTrainJobsResponse
+	(*SuspendTrainJobRequest)(nil),       // 31: kiln.v1.SuspendTrainJobRequest
+	(*SuspendTrainJobResponse)(nil),      // 32: kiln.v1.SuspendTrainJobResponse
+	(*ResumeTrainJobRequest)(nil),        // 33: kiln.v1.ResumeTrainJobRequest
+	(*ResumeTrainJobResponse)(nil),       // 34: kiln.v1.ResumeTrainJobResponse
+	(*DeleteTrainJobRequest)(nil),        // 35: kiln.v1.DeleteTrainJobRequest
+	(*DeleteTrainJobResponse)(nil),       // 36: kiln.v1.DeleteTrainJobResponse
+	(*ConvertManifestsRequest)(nil),      // 37: kiln.v1.ConvertManifestsRequest
+	(*ConvertManifestsResponse)(nil),     // 38: kiln.v1.ConvertManifestsResponse
+	(*ConvertedManifest)(nil),            // 39: kiln.v1.ConvertedManifest
+	(*ConversionWarning)(nil),            // 40: kiln.v1.ConversionWarning
+	(*StreamLogsRequest)(nil),            // 41: kiln.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),           // 42: kiln.v1.StreamLogsResponse
+	(*LogLine)(nil),                      // 43: kiln.v1.LogLine
+	(*ListEventsRequest)(nil),            // 44: kiln.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),           // 45: kiln.v1.ListEventsResponse
+	(*Event)(nil),                        // 46: kiln.v1.Event
+	(*GetTrainJobMetricsRequest)(nil),    // 47: kiln.v1.GetTrainJobMetricsRequest
+	(*GetTrainJobMetricsResponse)(nil),   // 48: kiln.v1.GetTrainJobMetricsResponse
+	(*MetricSeries)(nil),                 // 49: kiln.v1.MetricSeries
+	(*MetricPoint)(nil),                  // 50: kiln.v1.MetricPoint
+	(*WatchTrainJobMetricsRequest)(nil),  // 51: kiln.v1.WatchTrainJobMetricsRequest
+	(*WatchTrainJobMetricsResponse)(nil), // 52: kiln.v1.WatchTrainJobMetricsResponse
+	(*MetricPoints)(nil),                 // 53: kiln.v1.MetricPoints
+	nil,                                  // 54: kiln.v1.TrainJob.LabelsEntry
+	nil,                                  // 55: kiln.v1.TrainJob.AnnotationsEntry
+	nil,                                  // 56: kiln.v1.Resources.RequestsEntry
+	nil,                                  // 57: kiln.v1.Resources.LimitsEntry
+	nil,                                  // 58: kiln.v1.NewTrainJob.LabelsEntry
+	nil,                                  // 59: kiln.v1.NewTrainJob.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
 }
 var file_kiln_v1_trainjob_proto_depIdxs = []int32{
-	55, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
-	49, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
-	50, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
+	60, // 0: kiln.v1.TrainJob.create_time:type_name -> google.protobuf.Timestamp
+	54, // 1: kiln.v1.TrainJob.labels:type_name -> kiln.v1.TrainJob.LabelsEntry
+	55, // 2: kiln.v1.TrainJob.annotations:type_name -> kiln.v1.TrainJob.AnnotationsEntry
 	6,  // 3: kiln.v1.TrainJob.spec:type_name -> kiln.v1.TrainJobSpec
-	7,  // 4: kiln.v1.TrainJob.status:type_name -> kiln.v1.TrainJobStatus
-	51, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
-	52, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
+	8,  // 4: kiln.v1.TrainJob.status:type_name -> kiln.v1.TrainJobStatus
+	56, // 5: kiln.v1.Resources.requests:type_name -> kiln.v1.Resources.RequestsEntry
+	57, // 6: kiln.v1.Resources.limits:type_name -> kiln.v1.Resources.LimitsEntry
 	0,  // 7: kiln.v1.TrainJobSpec.runtime_kind:type_name -> kiln.v1.RuntimeKind
 	4,  // 8: kiln.v1.TrainJobSpec.env:type_name -> kiln.v1.EnvVar
 	5,  // 9: kiln.v1.TrainJobSpec.resources_per_node:type_name -> kiln.v1.Resources
-	1,  // 10: kiln.v1.TrainJobStatus.state:type_name -> kiln.v1.State
-	55, // 11: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
-	55, // 12: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	55, // 13: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
-	55, // 14: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
-	12, // 15: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
-	13, // 16: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
-	15, // 17: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
-	16, // 18: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
-	11, // 19: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
-	8,  // 20: kiln.v1.TrainJobStatus.progress:type_name -> kiln.v1.Progress
-	9,  // 21: kiln.v1.Progress.metrics:type_name -> kiln.v1.Metric
-	55, // 22: kiln.v1.Progress.update_time:type_name -> google.protobuf.Timestamp
-	10, // 23: kiln.v1.Progress.checkpoint:type_name -> kiln.v1.Checkpoint
-	55, // 24: kiln.v1.Progress.stall_time:type_name -> google.protobuf.Timestamp
-	55, // 25: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
-	14, // 26: kiln.v1.Step.devices:type_name -> kiln.v1.Device
-	55, // 27: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
-	55, // 28: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	53, // 29: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
-	54, // 30: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
-	6,  // 31: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
-	17, // 32: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
-	3,  // 33: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 34: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	1,  // 35: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
-	3,  // 36: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
-	2,  // 37: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
-	3,  // 38: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 39: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	3,  // 40: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
-	34, // 41: kiln.v1.ConvertManifestsResponse.manifests:type_name -> kiln.v1.ConvertedManifest
-	35, // 42: kiln.v1.ConvertManifestsResponse.warnings:type_name -> kiln.v1.ConversionWarning
-	38, // 43: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
-	55, // 44: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	41, // 45: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
-	55, // 46: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
-	55, // 47: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
-	44, // 48: kiln.v1.GetTrainJobMetricsResponse.series:type_name -> kiln.v1.MetricSeries
-	55, // 49: kiln.v1.GetTrainJobMetricsResponse.update_time:type_name -> google.protobuf.Timestamp
-	45, // 50: kiln.v1.MetricSeries.points:type_name -> kiln.v1.MetricPoint
-	55, // 51: kiln.v1.MetricPoint.time:type_name -> google.protobuf.Timestamp
-	43, // 52: kiln.v1.WatchTrainJobMetricsResponse.history:type_name -> kiln.v1.GetTrainJobMetricsResponse
-	48, // 53: kiln.v1.WatchTrainJobMetricsResponse.points:type_name -> kiln.v1.MetricPoints
-	7,  // 54: kiln.v1.WatchTrainJobMetricsResponse.finished:type_name -> kiln.v1.TrainJobStatus
-	44, // 55: kiln.v1.MetricPoints.series:type_name -> kiln.v1.MetricSeries
-	18, // 56: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
-	20, // 57: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
-	22, // 58: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
-	24, // 59: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
-	26, // 60: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
-	28, // 61: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
-	30, // 62: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
-	36, // 63: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
-	39, // 64: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
-	32, // 65: kiln.v1.TrainJobService.ConvertManifests:input_type -> kiln.v1.ConvertManifestsRequest
-	42, // 66: kiln.v1.TrainJobService.GetTrainJobMetrics:input_type -> kiln.v1.GetTrainJobMetricsRequest
-	46, // 67: kiln.v1.TrainJobService.WatchTrainJobMetrics:input_type -> kiln.v1.WatchTrainJobMetricsRequest
-	19, // 68: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
-	21, // 69: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
-	23, // 70: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
-	25, // 71: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
-	27, // 72: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
-	29, // 73: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
-	31, // 74: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
-	37, // 75: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
-	40, // 76: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
-	33, // 77: kiln.v1.TrainJobService.ConvertManifests:output_type -> kiln.v1.ConvertManifestsResponse
-	43, // 78: kiln.v1.TrainJobService.GetTrainJobMetrics:output_type -> kiln.v1.GetTrainJobMetricsResponse
-	47, // 79: kiln.v1.TrainJobService.WatchTrainJobMetrics:output_type -> kiln.v1.WatchTrainJobMetricsResponse
-	68, // [68:80] is the sub-list for method output_type
-	56, // [56:68] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	7,  // 10: kiln.v1.TrainJobSpec.topology:type_name -> kiln.v1.TopologyRequest
+	1,  // 11: kiln.v1.TrainJobStatus.state:type_name -> kiln.v1.State
+	60, // 12: kiln.v1.TrainJobStatus.start_time:type_name -> google.protobuf.Timestamp
+	60, // 13: kiln.v1.TrainJobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	60, // 14: kiln.v1.TrainJobStatus.deadline_time:type_name -> google.protobuf.Timestamp
+	60, // 15: kiln.v1.TrainJobStatus.ttl_delete_time:type_name -> google.protobuf.Timestamp
+	17, // 16: kiln.v1.TrainJobStatus.queue:type_name -> kiln.v1.QueuePosition
+	18, // 17: kiln.v1.TrainJobStatus.steps:type_name -> kiln.v1.Step
+	20, // 18: kiln.v1.TrainJobStatus.jobs:type_name -> kiln.v1.ReplicatedJobStatus
+	21, // 19: kiln.v1.TrainJobStatus.conditions:type_name -> kiln.v1.Condition
+	16, // 20: kiln.v1.TrainJobStatus.restarts:type_name -> kiln.v1.Restarts
+	13, // 21: kiln.v1.TrainJobStatus.progress:type_name -> kiln.v1.Progress
+	9,  // 22: kiln.v1.TrainJobStatus.placement:type_name -> kiln.v1.Placement
+	10, // 23: kiln.v1.Placement.levels:type_name -> kiln.v1.TopologyLevel
+	11, // 24: kiln.v1.Placement.pod_sets:type_name -> kiln.v1.PodSetPlacement
+	12, // 25: kiln.v1.PodSetPlacement.domains:type_name -> kiln.v1.TopologyDomain
+	14, // 26: kiln.v1.Progress.metrics:type_name -> kiln.v1.Metric
+	60, // 27: kiln.v1.Progress.update_time:type_name -> google.protobuf.Timestamp
+	15, // 28: kiln.v1.Progress.checkpoint:type_name -> kiln.v1.Checkpoint
+	60, // 29: kiln.v1.Progress.stall_time:type_name -> google.protobuf.Timestamp
+	60, // 30: kiln.v1.Restarts.last_restart_time:type_name -> google.protobuf.Timestamp
+	19, // 31: kiln.v1.Step.devices:type_name -> kiln.v1.Device
+	60, // 32: kiln.v1.Step.start_time:type_name -> google.protobuf.Timestamp
+	60, // 33: kiln.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	58, // 34: kiln.v1.NewTrainJob.labels:type_name -> kiln.v1.NewTrainJob.LabelsEntry
+	59, // 35: kiln.v1.NewTrainJob.annotations:type_name -> kiln.v1.NewTrainJob.AnnotationsEntry
+	6,  // 36: kiln.v1.NewTrainJob.spec:type_name -> kiln.v1.TrainJobSpec
+	22, // 37: kiln.v1.CreateTrainJobRequest.train_job:type_name -> kiln.v1.NewTrainJob
+	3,  // 38: kiln.v1.CreateTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 39: kiln.v1.GetTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	1,  // 40: kiln.v1.ListTrainJobsRequest.states:type_name -> kiln.v1.State
+	3,  // 41: kiln.v1.ListTrainJobsResponse.train_jobs:type_name -> kiln.v1.TrainJob
+	2,  // 42: kiln.v1.WatchTrainJobsResponse.type:type_name -> kiln.v1.WatchEventType
+	3,  // 43: kiln.v1.WatchTrainJobsResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 44: kiln.v1.SuspendTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	3,  // 45: kiln.v1.ResumeTrainJobResponse.train_job:type_name -> kiln.v1.TrainJob
+	39, // 46: kiln.v1.ConvertManifestsResponse.manifests:type_name -> kiln.v1.ConvertedManifest
+	40, // 47: kiln.v1.ConvertManifestsResponse.warnings:type_name -> kiln.v1.ConversionWarning
+	43, // 48: kiln.v1.StreamLogsResponse.lines:type_name -> kiln.v1.LogLine
+	60, // 49: kiln.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	46, // 50: kiln.v1.ListEventsResponse.events:type_name -> kiln.v1.Event
+	60, // 51: kiln.v1.Event.first_time:type_name -> google.protobuf.Timestamp
+	60, // 52: kiln.v1.Event.last_time:type_name -> google.protobuf.Timestamp
+	49, // 53: kiln.v1.GetTrainJobMetricsResponse.series:type_name -> kiln.v1.MetricSeries
+	60, // 54: kiln.v1.GetTrainJobMetricsResponse.update_time:type_name -> google.protobuf.Timestamp
+	50, // 55: kiln.v1.MetricSeries.points:type_name -> kiln.v1.MetricPoint
+	60, // 56: kiln.v1.MetricPoint.time:type_name -> google.protobuf.Timestamp
+	48, // 57: kiln.v1.WatchTrainJobMetricsResponse.history:type_name -> kiln.v1.GetTrainJobMetricsResponse
+	53, // 58: kiln.v1.WatchTrainJobMetricsResponse.points:type_name -> kiln.v1.MetricPoints
+	8,  // 59: kiln.v1.WatchTrainJobMetricsResponse.finished:type_name -> kiln.v1.TrainJobStatus
+	49, // 60: kiln.v1.MetricPoints.series:type_name -> kiln.v1.MetricSeries
+	23, // 61: kiln.v1.TrainJobService.CreateTrainJob:input_type -> kiln.v1.CreateTrainJobRequest
+	25, // 62: kiln.v1.TrainJobService.GetTrainJob:input_type -> kiln.v1.GetTrainJobRequest
+	27, // 63: kiln.v1.TrainJobService.ListTrainJobs:input_type -> kiln.v1.ListTrainJobsRequest
+	29, // 64: kiln.v1.TrainJobService.WatchTrainJobs:input_type -> kiln.v1.WatchTrainJobsRequest
+	31, // 65: kiln.v1.TrainJobService.SuspendTrainJob:input_type -> kiln.v1.SuspendTrainJobRequest
+	33, // 66: kiln.v1.TrainJobService.ResumeTrainJob:input_type -> kiln.v1.ResumeTrainJobRequest
+	35, // 67: kiln.v1.TrainJobService.DeleteTrainJob:input_type -> kiln.v1.DeleteTrainJobRequest
+	41, // 68: kiln.v1.TrainJobService.StreamLogs:input_type -> kiln.v1.StreamLogsRequest
+	44, // 69: kiln.v1.TrainJobService.ListEvents:input_type -> kiln.v1.ListEventsRequest
+	37, // 70: kiln.v1.TrainJobService.ConvertManifests:input_type -> kiln.v1.ConvertManifestsRequest
+	47, // 71: kiln.v1.TrainJobService.GetTrainJobMetrics:input_type -> kiln.v1.GetTrainJobMetricsRequest
+	51, // 72: kiln.v1.TrainJobService.WatchTrainJobMetrics:input_type -> kiln.v1.WatchTrainJobMetricsRequest
+	24, // 73: kiln.v1.TrainJobService.CreateTrainJob:output_type -> kiln.v1.CreateTrainJobResponse
+	26, // 74: kiln.v1.TrainJobService.GetTrainJob:output_type -> kiln.v1.GetTrainJobResponse
+	28, // 75: kiln.v1.TrainJobService.ListTrainJobs:output_type -> kiln.v1.ListTrainJobsResponse
+	30, // 76: kiln.v1.TrainJobService.WatchTrainJobs:output_type -> kiln.v1.WatchTrainJobsResponse
+	32, // 77: kiln.v1.TrainJobService.SuspendTrainJob:output_type -> kiln.v1.SuspendTrainJobResponse
+	34, // 78: kiln.v1.TrainJobService.ResumeTrainJob:output_type -> kiln.v1.ResumeTrainJobResponse
+	36, // 79: kiln.v1.TrainJobService.DeleteTrainJob:output_type -> kiln.v1.DeleteTrainJobResponse
+	42, // 80: kiln.v1.TrainJobService.StreamLogs:output_type -> kiln.v1.StreamLogsResponse
+	45, // 81: kiln.v1.TrainJobService.ListEvents:output_type -> kiln.v1.ListEventsResponse
+	38, // 82: kiln.v1.TrainJobService.ConvertManifests:output_type -> kiln.v1.ConvertManifestsResponse
+	48, // 83: kiln.v1.TrainJobService.GetTrainJobMetrics:output_type -> kiln.v1.GetTrainJobMetricsResponse
+	52, // 84: kiln.v1.TrainJobService.WatchTrainJobMetrics:output_type -> kiln.v1.WatchTrainJobMetricsResponse
+	73, // [73:85] is the sub-list for method output_type
+	61, // [61:73] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_kiln_v1_trainjob_proto_init() }
@@ -4205,16 +4589,16 @@ func file_kiln_v1_trainjob_proto_init() {
 		return
 	}
 	file_kiln_v1_trainjob_proto_msgTypes[3].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kiln_v1_trainjob_proto_msgTypes[5].OneofWrappers = []any{}
 	file_kiln_v1_trainjob_proto_msgTypes[10].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[15].OneofWrappers = []any{
+	file_kiln_v1_trainjob_proto_msgTypes[15].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[20].OneofWrappers = []any{
 		(*CreateTrainJobRequest_TrainJob)(nil),
 		(*CreateTrainJobRequest_Manifest)(nil),
 	}
-	file_kiln_v1_trainjob_proto_msgTypes[33].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[42].OneofWrappers = []any{}
-	file_kiln_v1_trainjob_proto_msgTypes[44].OneofWrappers = []any{
+	file_kiln_v1_trainjob_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[47].OneofWrappers = []any{}
+	file_kiln_v1_trainjob_proto_msgTypes[49].OneofWrappers = []any{
 		(*WatchTrainJobMetricsResponse_History)(nil),
 		(*WatchTrainJobMetricsResponse_Points)(nil),
 		(*WatchTrainJobMetricsResponse_Finished)(nil),
@@ -4225,7 +4609,7 @@ func file_kiln_v1_trainjob_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_trainjob_proto_rawDesc), len(file_kiln_v1_trainjob_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   52,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

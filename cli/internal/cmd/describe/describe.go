@@ -33,8 +33,9 @@ func NewCmdDescribe(f *factory.Factory, runF func(context.Context, *Options) err
 	return &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Describe a training job: state and why, timers, queue position, progress, steps, events",
-		Long: `Describe a training job: what it runs, its state and why, its timers and queue position, its
-timeline, steps and events. Once its trainer reports, a Progress section shows the percent, step,
+		Long: `Describe a training job: what it runs, its state and why, its timers and queue position, where
+Kueue placed it on a topology (block, rack, each node), its timeline, steps and events. Once its
+trainer reports, a Progress section shows the percent, step,
 ETA, when it last reported and what its progress deadline does if it stays silent, its latest
 metrics and checkpoint, and the curve of its loss (or of its first metric) from the metric history.`,
 		Example: `  kiln describe mnist`,
@@ -150,6 +151,20 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 	if sp.GetPriorityClass() != "" {
 		d.Field("Priority class", sp.GetPriorityClass())
 	}
+	if t := sp.GetTopology(); t != nil {
+		mode := "required"
+		if t.GetPreferred() {
+			mode = "preferred"
+		}
+		level := t.GetLevel()
+		if t.GetNodeLabel() != "" && t.GetNodeLabel() != level {
+			level += " (" + t.GetNodeLabel() + ")"
+		}
+		d.Field("Topology", fmt.Sprintf("all training nodes in one %s, %s", level, mode))
+	}
+	for _, ps := range st.GetPlacement().GetPodSets() {
+		d.Field("Placement", placed(st.GetPlacement(), ps))
+	}
 	if st.GetStartTime() != nil {
 		d.Field("Started", printer.Age(now, st.GetStartTime().AsTime())+" ago")
 	}
@@ -209,6 +224,27 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 		}
 		d.Section("Timeline", t, nil, "")
 	}
+	if pl := st.GetPlacement(); len(pl.GetPodSets()) > 0 {
+		cols := []string{"POD SET"}
+		for _, l := range pl.GetLevels() {
+			cols = append(cols, strings.ToUpper(l.GetName()))
+		}
+		t := printer.NewTable(io, append(cols, "PODS")...).Aligned()
+		for _, ps := range pl.GetPodSets() {
+			for _, dom := range ps.GetDomains() {
+				row := []string{ps.GetName()}
+				for i := range pl.GetLevels() {
+					v := "-"
+					if i < len(dom.GetValues()) && dom.GetValues()[i] != "" {
+						v = dom.GetValues()[i]
+					}
+					row = append(row, v)
+				}
+				t.Row(append(row, fmt.Sprint(dom.GetPods()))...)
+			}
+		}
+		d.Section("Placement", t, nil, "")
+	}
 	if len(st.GetSteps()) > 0 {
 		t := printer.NewTable(io, "STEP", "PHASE", "NODE", "DEVICES", "RESTARTS", "STARTED", "REASON").Aligned()
 		for _, s := range st.GetSteps() {
@@ -234,6 +270,42 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 	}
 	d.Section("Events", t, more.EventsErr, "none")
 	return d.String()
+}
+
+// placed says where one pod set was placed: in one domain of each level above its nodes,
+// or across how many ("node: 4 pods in block b0, rack b0-r1 (Topology default, flavor gpu-tas)").
+func placed(pl *kilnv1.Placement, ps *kilnv1.PodSetPlacement) string {
+	levels := pl.GetLevels()
+	var where []string
+	for i, l := range levels {
+		if i == len(levels)-1 && len(levels) > 1 {
+			break // the lowest level (nodes) is in the table
+		}
+		var values []string
+		for _, dom := range ps.GetDomains() {
+			if i < len(dom.GetValues()) && dom.GetValues()[i] != "" && !slices.Contains(values, dom.GetValues()[i]) {
+				values = append(values, dom.GetValues()[i])
+			}
+		}
+		switch len(values) {
+		case 0:
+		case 1:
+			where = append(where, l.GetName()+" "+values[0])
+		default:
+			where = append(where, fmt.Sprintf("%d %ss (%s)", len(values), l.GetName(), strings.Join(values, ", ")))
+		}
+	}
+	out := fmt.Sprintf("%s: %d pods", ps.GetName(), ps.GetCount())
+	if len(where) > 0 {
+		out += " in " + strings.Join(where, ", ")
+	}
+	out += fmt.Sprintf(" (Topology %s, flavor %s", pl.GetTopology(), ps.GetFlavor())
+	if ps.GetRequiredLevel() != "" {
+		out += ", one " + ps.GetRequiredLevel() + " required"
+	} else if ps.GetPreferredLevel() != "" {
+		out += ", one " + ps.GetPreferredLevel() + " preferred"
+	}
+	return out + ")"
 }
 
 func resources(r *kilnv1.Resources) string {

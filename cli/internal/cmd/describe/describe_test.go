@@ -76,11 +76,33 @@ func TestDescribe(t *testing.T) {
 	waiting := running()
 	waiting.Status.Reason, waiting.Status.Message = "WaitingForVolume", "waiting for PersistentVolumeClaim kiln-checkpoints, which does not exist in namespace team: create it (pod mnist-node-0-0-x7k2p cannot be scheduled)"
 	waiting.Status.KeptLogAttempts = []int32{0, 1}
+	// A job placed in one rack by Kueue's topology-aware scheduling, and one of 5 nodes that
+	// no rack has room for.
+	placed := running()
+	placed.Spec.Topology = &kilnv1.TopologyRequest{Level: "rack", NodeLabel: "cloud.google.com/gce-topology-subblock"}
+	placed.Status.Placement = &kilnv1.Placement{Topology: "default",
+		Levels: []*kilnv1.TopologyLevel{{Name: "block", NodeLabel: "cloud.google.com/gce-topology-block"}, {Name: "rack", NodeLabel: "cloud.google.com/gce-topology-subblock"}, {Name: "host", NodeLabel: "kubernetes.io/hostname"}},
+		PodSets: []*kilnv1.PodSetPlacement{{Name: "node", Count: 2, Flavor: "gpu-tas", RequiredLevel: "rack", Domains: []*kilnv1.TopologyDomain{
+			{Values: []string{"b0", "b0-r1", "kwok-tas-b0-r1-0"}, Pods: 1}, {Values: []string{"b0", "b0-r1", "kwok-tas-b0-r1-2"}, Pods: 1}}}}}
+	placed.Status.Steps[0].Node, placed.Status.Steps[1].Node = "kwok-tas-b0-r1-0", "kwok-tas-b0-r1-2"
+	spread := running()
+	spread.Spec.Topology = &kilnv1.TopologyRequest{Level: "rack", NodeLabel: "cloud.google.com/gce-topology-subblock", Preferred: true}
+	spread.Status.Placement = &kilnv1.Placement{Topology: "default", Levels: placed.Status.Placement.Levels,
+		PodSets: []*kilnv1.PodSetPlacement{{Name: "node", Count: 3, Flavor: "gpu-tas", PreferredLevel: "rack", Domains: []*kilnv1.TopologyDomain{
+			{Values: []string{"b0", "b0-r1", "kwok-tas-b0-r1-0"}, Pods: 1}, {Values: []string{"", "", "gone"}, Pods: 1}, {Values: []string{"b1", "b1-r0", "kwok-tas-b1-r0-3"}, Pods: 1}}}}}
+	noRack := kilntest.Job("team", "wide", kilnv1.State_STATE_QUEUED)
+	noRack.Spec.Topology = placed.Spec.Topology
+	noRack.Status = &kilnv1.TrainJobStatus{State: kilnv1.State_STATE_QUEUED, Reason: "Pending",
+		Message: `no rack has room for all 5 pods of node (it requires one rack, node label cloud.google.com/gce-topology-subblock); Kueue: couldn't assign flavors to pod set node: topology "default" allows to fit only 4 out of 5 pod(s)`,
+		Queue:   &kilnv1.QueuePosition{LocalQueue: "tas", ClusterQueue: "tas-queue", PositionInLocalQueue: 1, PositionInClusterQueue: 1}}
 	for name, tc := range map[string]struct {
 		job  *kilnv1.TrainJob
 		more Related
 		tty  bool
 	}{
+		"placed-in-a-rack":     {job: placed},
+		"placed-preferred":     {job: spread},
+		"waiting-for-a-rack":   {job: noRack},
 		"ghost-queue":          {job: ghost},
 		"waiting-for-a-volume": {job: waiting},
 		"running-tty":          {job: running(), more: Related{Events: events}, tty: true},

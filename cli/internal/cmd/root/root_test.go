@@ -37,7 +37,7 @@ func TestCommands(t *testing.T) {
 	}{
 		{[]string{"suspend", "mnist"}, "trainjob team/mnist suspended\n"},
 		{[]string{"resume", "mnist"}, "trainjob team/mnist resumed\n"},
-		{[]string{"runtimes", "list"}, "torch-distributed\tClusterTrainingRuntime\ttorch\t1\tnvidia.com/gpu=8\t-\t-\n"},
+		{[]string{"runtimes", "list"}, "torch-distributed\tClusterTrainingRuntime\ttorch\t1\tnvidia.com/gpu=8\t-\t-\t-\n"},
 		{[]string{"runtimes", "get", "torch-distributed"}, "Name:           torch-distributed\nKind:           ClusterTrainingRuntime\nFramework:      torch\nImage:          pytorch/pytorch:2.7.1\nNodes:          1\nDevices/node:   nvidia.com/gpu=8\nSteps:          node\nDeadline:       -\nTTL:            -\n"},
 		{[]string{"queues", "list"}, "default\tcluster-queue\t2\t1\tgpu/nvidia.com/gpu 8/32\n"},
 		{[]string{"version"}, "Client:     dev\nServer:     v0.9.0 (" + s.URL + ")\nKubernetes: v1.36.3\nKueue:      installed\nYou are:    system:serviceaccount:team:alice\n"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -56,6 +57,10 @@ func TestSubmitFlags(t *testing.T) {
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("request (-want +got):\n%s", diff)
 	}
+	got, err = parse(t, "--runtime", "torch-distributed", "--queue", "tas", "--topology", "rack", "--topology-preferred")
+	if want := (&kilnv1.TopologyRequest{Level: "rack", Preferred: true}); err != nil || !proto.Equal(got.GetTrainJob().GetSpec().GetTopology(), want) {
+		t.Errorf("--topology rack --topology-preferred: %v, %v; want spec.topology %v", got.GetTrainJob().GetSpec().GetTopology(), err, want)
+	}
 	got, err = parse(t, "--runtime", "jax-distributed")
 	if err != nil || got.GetTrainJob().GetGenerateName() != "jax-distributed-" {
 		t.Errorf("a job without name is generated from its runtime's: %v, %v", got, err)
@@ -79,6 +84,8 @@ func TestSubmitUsageErrors(t *testing.T) {
 		"bad env":                {[]string{"--runtime", "r", "--env", "NOVALUE"}, `--env "NOVALUE": want NAME=VALUE`},
 		"name and generate-name": {[]string{"--runtime", "r", "--name", "a", "--generate-name", "b-"}, "set one"},
 		"manifest and fields":    {[]string{"-f", manifest, "--image", "x"}, "--image cannot be combined with -f"},
+		"manifest and topology":  {[]string{"-f", manifest, "--topology", "rack"}, "--topology cannot be combined with -f"},
+		"preferred, no level":    {[]string{"--runtime", "r", "--topology-preferred"}, "--topology-preferred: name the level with --topology"},
 		"unknown flag":           {[]string{"--gpus", "8"}, "unknown flag: --gpus"},
 		"zero nodes":             {[]string{"--runtime", "r", "--nodes", "0"}, "--nodes 0: at least 1 (leave --nodes out for the runtime's)"},
 		"negative processes":     {[]string{"--runtime", "r", "--procs-per-node", "-1"}, "--procs-per-node -1: at least 1"},

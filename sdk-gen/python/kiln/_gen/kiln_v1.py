@@ -57,7 +57,12 @@ __all__ = [
     "EnvVar",
     "Resources",
     "TrainJobSpec",
+    "TopologyRequest",
     "TrainJobStatus",
+    "Placement",
+    "TopologyLevel",
+    "PodSetPlacement",
+    "TopologyDomain",
     "Progress",
     "Metric",
     "Checkpoint",
@@ -251,6 +256,9 @@ class Runtime(Message):
     #: steps are the runtime's replicated jobs, e.g. dataset-initializer, node.
     steps: List[str] = field(default_factory=list)
     create_time: Optional[datetime] = None
+    #: topology is the topology-aware placement its training nodes ask Kueue for (Kueue's pod
+    #: set annotation on their template), level named as Kiln knows it; a job overrides it.
+    topology: Optional[TopologyRequest] = None
 
 
 @dataclass
@@ -603,6 +611,25 @@ class TrainJobSpec(Message):
     #: ttl_seconds_after_finished deletes the job and everything it owns that long after it
     #: finished.
     ttl_seconds_after_finished: Optional[int] = None
+    #: topology asks Kueue's topology-aware scheduling to place all the training nodes in one
+    #: domain of a level (one rack, one block). Its job's queue must admit on a flavor with a
+    #: Kueue Topology. Read back from the job's runtime patch of Kueue's podset annotation.
+    topology: Optional[TopologyRequest] = None
+
+
+@dataclass
+class TopologyRequest(Message):
+    """TopologyRequest names a level of the Kueue Topology of the job's queue."""
+
+    #: level is a level's name ("block", "rack", "host": the Topology's annotation
+    #: kiln.dev/level-names, else the names Kiln knows for cloud providers' labels) or its node
+    #: label, e.g. "cloud.google.com/gce-topology-block".
+    level: str = ""
+    #: preferred lets Kueue spread the nodes over several domains when no one domain has room;
+    #: otherwise the level is required and the job waits until one has.
+    preferred: bool = False
+    #: node_label is the level's node label, as the server resolved it (read only).
+    node_label: str = ""
 
 
 @dataclass
@@ -637,6 +664,55 @@ class TrainJobStatus(Message):
     #: kept_log_attempts are the earlier attempts whose pods' last logs Kiln kept (StreamLogs
     #: attempt), oldest first; GetTrainJob fills it.
     kept_log_attempts: List[int] = field(default_factory=list)
+    #: placement is where Kueue's topology-aware scheduling put the job's pods, once admitted
+    #: on a flavor with a Topology.
+    placement: Optional[Placement] = None
+
+
+@dataclass
+class Placement(Message):
+    """Placement is where Kueue's topology-aware scheduling put a job's pods."""
+
+    #: topology is the Kueue Topology the job was placed on.
+    topology: str = ""
+    #: levels are the Topology's levels, highest first.
+    levels: List[TopologyLevel] = field(default_factory=list)
+    pod_sets: List[PodSetPlacement] = field(default_factory=list)
+
+
+@dataclass
+class TopologyLevel(Message):
+    """TopologyLevel is one level of a Kueue Topology."""
+
+    #: name is "block", "rack", "host"..., or the node label when Kiln knows no name for it.
+    name: str = ""
+    node_label: str = ""
+
+
+@dataclass
+class PodSetPlacement(Message):
+    """PodSetPlacement is where the pods of one replicated job went."""
+
+    #: name is the replicated job's (Kueue's pod set), e.g. "node".
+    name: str = ""
+    count: int = 0
+    #: flavor is the Kueue ResourceFlavor it was admitted on.
+    flavor: str = ""
+    #: required_level and preferred_level are what it asked for (level names).
+    required_level: str = ""
+    preferred_level: str = ""
+    #: domains are the lowest-level domains (nodes) its pods were assigned to.
+    domains: List[TopologyDomain] = field(default_factory=list)
+
+
+@dataclass
+class TopologyDomain(Message):
+    """TopologyDomain is a domain of the lowest level (usually a node) and how many pods it got."""
+
+    #: values are the domain's value at each of the Placement's levels, highest first; empty
+    #: where the node is gone.
+    values: List[str] = field(default_factory=list)
+    pods: int = 0
 
 
 @dataclass
@@ -1183,6 +1259,7 @@ Runtime._fields = (
     Field("labels", "labels", Kind.STRING, map_key=Kind.STRING),
     Field("steps", "steps", Kind.STRING, repeated=True),
     Field("create_time", "createTime", Kind.TIMESTAMP),
+    Field("topology", "topology", Kind.MESSAGE, ref=TopologyRequest),
 )
 RunPolicy._fields = (
     Field("active_deadline_seconds", "activeDeadlineSeconds", Kind.INT64, optional=True),
@@ -1351,6 +1428,12 @@ TrainJobSpec._fields = (
     Field("suspend", "suspend", Kind.BOOL),
     Field("active_deadline_seconds", "activeDeadlineSeconds", Kind.INT64, optional=True),
     Field("ttl_seconds_after_finished", "ttlSecondsAfterFinished", Kind.INT32, optional=True),
+    Field("topology", "topology", Kind.MESSAGE, ref=TopologyRequest),
+)
+TopologyRequest._fields = (
+    Field("level", "level", Kind.STRING),
+    Field("preferred", "preferred", Kind.BOOL),
+    Field("node_label", "nodeLabel", Kind.STRING),
 )
 TrainJobStatus._fields = (
     Field("state", "state", Kind.ENUM, ref=State),
@@ -1369,6 +1452,28 @@ TrainJobStatus._fields = (
     Field("restarts", "restarts", Kind.MESSAGE, ref=Restarts),
     Field("progress", "progress", Kind.MESSAGE, ref=Progress),
     Field("kept_log_attempts", "keptLogAttempts", Kind.INT32, repeated=True),
+    Field("placement", "placement", Kind.MESSAGE, ref=Placement),
+)
+Placement._fields = (
+    Field("topology", "topology", Kind.STRING),
+    Field("levels", "levels", Kind.MESSAGE, ref=TopologyLevel, repeated=True),
+    Field("pod_sets", "podSets", Kind.MESSAGE, ref=PodSetPlacement, repeated=True),
+)
+TopologyLevel._fields = (
+    Field("name", "name", Kind.STRING),
+    Field("node_label", "nodeLabel", Kind.STRING),
+)
+PodSetPlacement._fields = (
+    Field("name", "name", Kind.STRING),
+    Field("count", "count", Kind.INT32),
+    Field("flavor", "flavor", Kind.STRING),
+    Field("required_level", "requiredLevel", Kind.STRING),
+    Field("preferred_level", "preferredLevel", Kind.STRING),
+    Field("domains", "domains", Kind.MESSAGE, ref=TopologyDomain, repeated=True),
+)
+TopologyDomain._fields = (
+    Field("values", "values", Kind.STRING, repeated=True),
+    Field("pods", "pods", Kind.INT32),
 )
 Progress._fields = (
     Field("percent", "percent", Kind.INT32, optional=True),

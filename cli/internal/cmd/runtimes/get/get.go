@@ -73,6 +73,13 @@ func run(ctx context.Context, o *Options) error {
 	}
 	field("Devices/node", printer.RuntimeDevices(rt))
 	field("Steps", strings.Join(rt.GetSteps(), ", "))
+	if t := rt.GetTopology(); t != nil {
+		mode := "required: jobs wait until one has room"
+		if t.GetPreferred() {
+			mode = "preferred: Kueue spreads them when none has room"
+		}
+		field("Topology", fmt.Sprintf("all training nodes in one %s (node label %s), %s; a job overrides it with --topology", t.GetLevel(), t.GetNodeLabel(), mode))
+	}
 	field("Deadline", printer.RuntimeDeadline(rt))
 	field("TTL", printer.RuntimeTTL(rt))
 	if rt.GetDeprecated() {

@@ -52,13 +52,26 @@ func run(ctx context.Context, o *Options) error {
 	if ok, err := format.Print(io.Out, res.Msg); ok {
 		return err
 	}
-	t := printer.NewTable(io, "NAME", "KIND", "FRAMEWORK", "NODES", "DEVICES/NODE", "DEADLINE", "TTL")
+	t := printer.NewTable(io, "NAME", "KIND", "FRAMEWORK", "NODES", "DEVICES/NODE", "TOPOLOGY", "DEADLINE", "TTL")
 	for _, rt := range res.Msg.GetRuntimes() {
 		name := rt.GetName()
 		if rt.GetDeprecated() {
 			name += " (deprecated)"
 		}
-		t.Row(name, printer.RuntimeKind(rt), printer.Dash(rt.GetFramework()), fmt.Sprint(rt.GetNodes()), printer.RuntimeDevices(rt), printer.RuntimeDeadline(rt), printer.RuntimeTTL(rt))
+		t.Row(name, printer.RuntimeKind(rt), printer.Dash(rt.GetFramework()), fmt.Sprint(rt.GetNodes()), printer.RuntimeDevices(rt), topology(rt.GetTopology()), printer.RuntimeDeadline(rt), printer.RuntimeTTL(rt))
 	}
 	return t.Render(io.Out)
+}
+
+// topology says which topology domain a runtime's nodes ask Kueue for: "rack", or
+// "rack (preferred)"; "-" for none.
+func topology(t *kilnv1.TopologyRequest) string {
+	switch {
+	case t == nil:
+		return "-"
+	case t.GetPreferred():
+		return t.GetLevel() + " (preferred)"
+	default:
+		return t.GetLevel()
+	}
 }

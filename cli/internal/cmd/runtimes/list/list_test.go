@@ -17,11 +17,13 @@ func TestListAt80Columns(t *testing.T) {
 		name, framework string
 	}{
 		{"deepspeed-distributed", "deepspeed"}, {"jax-distributed", "jax"}, {"mpi-distributed", "mpi"},
-		{"torch-distributed", "torch"}, {"torch-distributed-spot", "torch"}, {"xgboost-distributed", "xgboost"},
+		{"torch-distributed", "torch"}, {"torch-distributed-rack", "torch"}, {"torch-distributed-spot", "torch"}, {"xgboost-distributed", "xgboost"},
 	} {
 		s.Runtimes = append(s.Runtimes, &kilnv1.Runtime{Name: rt.name, Framework: rt.framework, Nodes: 1, DevicesPerNode: gpus,
 			RunPolicy: &kilnv1.RunPolicy{ActiveDeadlineSeconds: &deadline}, Image: "ghcr.io/kiln-ml/" + rt.framework + "-runtime:v2.3.0-with-a-long-tag"})
 	}
+	// The rack runtime prefers one rack of its queue's Kueue Topology.
+	s.Runtimes[4].Topology = &kilnv1.TopologyRequest{Level: "rack", NodeLabel: "cloud.google.com/gce-topology-subblock", Preferred: true}
 	for name, tty := range map[string]bool{"tty-80": true, "pipe": false} {
 		t.Run(name, func(t *testing.T) {
 			f, io := s.Factory(tty)

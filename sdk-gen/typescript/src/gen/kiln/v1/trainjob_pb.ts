@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kiln/v1/trainjob.proto.
  */
 export const file_kiln_v1_trainjob: GenFile = /*@__PURE__*/
-  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLYAwoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBQhoKGF9hY3RpdmVfZGVhZGxpbmVfc2Vjb25kc0IdChtfdHRsX3NlY29uZHNfYWZ0ZXJfZmluaXNoZWQipQUKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uEiMKCHJlc3RhcnRzGA4gASgLMhEua2lsbi52MS5SZXN0YXJ0cxIjCghwcm9ncmVzcxgPIAEoCzIRLmtpbG4udjEuUHJvZ3Jlc3MSGQoRa2VwdF9sb2dfYXR0ZW1wdHMYECADKAVCGgoYX2FjdGl2ZV9kZWFkbGluZV9zZWNvbmRzQh0KG190dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZCKOAwoIUHJvZ3Jlc3MSFAoHcGVyY2VudBgBIAEoBUgAiAEBEhgKC2V0YV9zZWNvbmRzGAIgASgFSAGIAQESIAoHbWV0cmljcxgDIAMoCzIPLmtpbG4udjEuTWV0cmljEi8KC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRzdGVwGAUgASgDSAKIAQESGAoLdG90YWxfc3RlcHMYBiABKANIA4gBARInCgpjaGVja3BvaW50GAcgASgLMhMua2lsbi52MS5DaGVja3BvaW50EiYKGXByb2dyZXNzX2RlYWRsaW5lX3NlY29uZHMYCCABKANIBIgBARIuCgpzdGFsbF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIKCghfcGVyY2VudEIOCgxfZXRhX3NlY29uZHNCBwoFX3N0ZXBCDgoMX3RvdGFsX3N0ZXBzQhwKGl9wcm9ncmVzc19kZWFkbGluZV9zZWNvbmRzIiUKBk1ldHJpYxIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIigKCkNoZWNrcG9pbnQSDAoEc3RlcBgBIAEoAxIMCgRwYXRoGAIgASgJIq4BCghSZXN0YXJ0cxINCgVjb3VudBgBIAEoBRIbChNjb3VudGVkX3Rvd2FyZHNfbWF4GAIgASgFEhQKDG1heF9yZXN0YXJ0cxgDIAEoBRITCgtsYXN0X3JlYXNvbhgEIAEoCRIUCgxsYXN0X21lc3NhZ2UYBSABKAkSNQoRbGFzdF9yZXN0YXJ0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsABCg1RdWV1ZVBvc2l0aW9uEhMKC2xvY2FsX3F1ZXVlGAEgASgJEhUKDWNsdXN0ZXJfcXVldWUYAiABKAkSHwoXcG9zaXRpb25faW5fbG9jYWxfcXVldWUYAyABKAUSIQoZcG9zaXRpb25faW5fY2x1c3Rlcl9xdWV1ZRgEIAEoBRIQCgh3b3JrbG9hZBgFIAEoCRIQCghhZG1pdHRlZBgGIAEoCBIbChNsb2NhbF9xdWV1ZV9taXNzaW5nGAcgASgIIpACCgRTdGVwEgwKBG5hbWUYASABKAkSFgoOcmVwbGljYXRlZF9qb2IYAiABKAkSDQoFaW5kZXgYAyABKAUSCwoDcG9kGAQgASgJEg0KBXBoYXNlGAUgASgJEgwKBG5vZGUYBiABKAkSIAoHZGV2aWNlcxgHIAMoCzIPLmtpbG4udjEuRGV2aWNlEhAKCHJlc3RhcnRzGAggASgFEg4KBnJlYXNvbhgJIAEoCRIPCgdtZXNzYWdlGAogASgJEi4KCnN0YXJ0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgMIAEoBUgAiAEBQgwKCl9leGl0X2NvZGUiKQoGRGV2aWNlEhAKCHJlc291cmNlGAEgASgJEg0KBWNvdW50GAIgASgDIngKE1JlcGxpY2F0ZWRKb2JTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVyZWFkeRgCIAEoBRIRCglzdWNjZWVkZWQYAyABKAUSDgoGZmFpbGVkGAQgASgFEg4KBmFjdGl2ZRgFIAEoBRIRCglzdXNwZW5kZWQYBiABKAUioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyKoAgoLTmV3VHJhaW5Kb2ISDAoEbmFtZRgBIAEoCRIVCg1nZW5lcmF0ZV9uYW1lGAIgASgJEjAKBmxhYmVscxgDIAMoCzIgLmtpbG4udjEuTmV3VHJhaW5Kb2IuTGFiZWxzRW50cnkSOgoLYW5ub3RhdGlvbnMYBCADKAsyJS5raWxuLnYxLk5ld1RyYWluSm9iLkFubm90YXRpb25zRW50cnkSIwoEc3BlYxgFIAEoCzIVLmtpbG4udjEuVHJhaW5Kb2JTcGVjGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMgoQQW5ub3RhdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpgBChVDcmVhdGVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEikKCXRyYWluX2pvYhgCIAEoCzIULmtpbG4udjEuTmV3VHJhaW5Kb2JIABISCghtYW5pZmVzdBgDIAEoCUgAEg8KB2RyeV9ydW4YBCABKAgSEgoKcmVxdWVzdF9pZBgFIAEoCUIICgZzb3VyY2UidAoWQ3JlYXRlVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iEhAKCG1hbmlmZXN0GAIgASgJEhAKCHJlcGxheWVkGAMgASgIEhAKCHdhcm5pbmdzGAQgAygJIk8KEkdldFRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIYChBpbmNsdWRlX21hbmlmZXN0GAMgASgIIk0KE0dldFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCSKgAQoUTGlzdFRyYWluSm9ic1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhYKDmFsbF9uYW1lc3BhY2VzGAIgASgIEhYKDmxhYmVsX3NlbGVjdG9yGAMgASgJEh4KBnN0YXRlcxgEIAMoDjIOLmtpbG4udjEuU3RhdGUSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVwoVTGlzdFRyYWluSm9ic1Jlc3BvbnNlEiUKCnRyYWluX2pvYnMYASADKAsyES5raWxuLnYxLlRyYWluSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKdAQoVV2F0Y2hUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIMCgRuYW1lGAMgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAQgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBSABKAkSGQoRaGVhcnRiZWF0X3NlY29uZHMYBiABKAUifwoWV2F0Y2hUcmFpbkpvYnNSZXNwb25zZRIlCgR0eXBlGAEgASgOMhcua2lsbi52MS5XYXRjaEV2ZW50VHlwZRIkCgl0cmFpbl9qb2IYAiABKAsyES5raWxuLnYxLlRyYWluSm9iEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkiOQoWU3VzcGVuZFRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI/ChdTdXNwZW5kVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFVJlc3VtZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI+ChZSZXN1bWVUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2IiOAoVRGVsZXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJIhgKFkRlbGV0ZVRyYWluSm9iUmVzcG9uc2UiUAoXQ29udmVydE1hbmlmZXN0c1JlcXVlc3QSEQoJbWFuaWZlc3RzGAEgASgJEg8KB3J1bnRpbWUYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJIncKGENvbnZlcnRNYW5pZmVzdHNSZXNwb25zZRItCgltYW5pZmVzdHMYASADKAsyGi5raWxuLnYxLkNvbnZlcnRlZE1hbmlmZXN0EiwKCHdhcm5pbmdzGAIgAygLMhoua2lsbi52MS5Db252ZXJzaW9uV2FybmluZyJkChFDb252ZXJ0ZWRNYW5pZmVzdBIMCgRraW5kGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEhAKCG1hbmlmZXN0GAQgASgJEg4KBnNvdXJjZRgFIAEoCSJjChFDb252ZXJzaW9uV2FybmluZxIQCghkb2N1bWVudBgBIAEoBRIOCgZzb3VyY2UYAiABKAkSDQoFZmllbGQYAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIMCgRub3RlGAUgASgIIoMCChFTdHJlYW1Mb2dzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRzdGVwGAMgASgJEhEKCWNvbnRhaW5lchgEIAEoCRIOCgZmb2xsb3cYBSABKAgSFwoKdGFpbF9saW5lcxgGIAEoA0gAiAEBEhoKDXNpbmNlX3NlY29uZHMYByABKANIAYgBARISCgp0aW1lc3RhbXBzGAggASgIEhQKB2F0dGVtcHQYCSABKAVIAogBARIQCghwcmV2aW91cxgKIAEoCEINCgtfdGFpbF9saW5lc0IQCg5fc2luY2Vfc2Vjb25kc0IKCghfYXR0ZW1wdCI1ChJTdHJlYW1Mb2dzUmVzcG9uc2USHwoFbGluZXMYASADKAsyEC5raWxuLnYxLkxvZ0xpbmUigAEKB0xvZ0xpbmUSDAoEc3RlcBgBIAEoCRILCgNwb2QYAiABKAkSEQoJY29udGFpbmVyGAMgASgJEgwKBHRleHQYBCABKAkSKAoEdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHYXR0ZW1wdBgGIAEoBSI0ChFMaXN0RXZlbnRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSI0ChJMaXN0RXZlbnRzUmVzcG9uc2USHgoGZXZlbnRzGAEgAygLMg4ua2lsbi52MS5FdmVudCLEAQoFRXZlbnQSDAoEdHlwZRgBIAEoCRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIOCgZvYmplY3QYBCABKAkSDQoFY291bnQYBSABKAUSLgoKZmlyc3RfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYCCABKAkiTQoZR2V0VHJhaW5Kb2JNZXRyaWNzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdtZXRyaWNzGAMgAygJIoUBChpHZXRUcmFpbkpvYk1ldHJpY3NSZXNwb25zZRIlCgZzZXJpZXMYASADKAsyFS5raWxuLnYxLk1ldHJpY1NlcmllcxIPCgdyZXBvcnRzGAIgASgDEi8KC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCgxNZXRyaWNTZXJpZXMSDAoEbmFtZRgBIAEoCRIkCgZwb2ludHMYAiADKAsyFC5raWxuLnYxLk1ldHJpY1BvaW50Eg4KBnN0cmlkZRgDIAEoAyJiCgtNZXRyaWNQb2ludBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRzdGVwGAIgASgDSACIAQESDQoFdmFsdWUYAyABKAFCBwoFX3N0ZXAiTwobV2F0Y2hUcmFpbkpvYk1ldHJpY3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB21ldHJpY3MYAyADKAkitQEKHFdhdGNoVHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2USNgoHaGlzdG9yeRgBIAEoCzIjLmtpbG4udjEuR2V0VHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2VIABInCgZwb2ludHMYAiABKAsyFS5raWxuLnYxLk1ldHJpY1BvaW50c0gAEisKCGZpbmlzaGVkGAMgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1c0gAQgcKBWV2ZW50IjUKDE1ldHJpY1BvaW50cxIlCgZzZXJpZXMYASADKAsyFS5raWxuLnYxLk1ldHJpY1NlcmllcypiCgtSdW50aW1lS2luZBIcChhSVU5USU1FX0tJTkRfVU5TUEVDSUZJRUQQABIYChRSVU5USU1FX0tJTkRfQ0xVU1RFUhABEhsKF1JVTlRJTUVfS0lORF9OQU1FU1BBQ0VEEAIqfgoFU3RhdGUSFQoRU1RBVEVfVU5TUEVDSUZJRUQQABIQCgxTVEFURV9RVUVVRUQQARITCg9TVEFURV9TVVNQRU5ERUQQAhIRCg1TVEFURV9SVU5OSU5HEAMSEgoOU1RBVEVfQ09NUExFVEUQBBIQCgxTVEFURV9GQUlMRUQQBSrIAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhoKFldBVENIX0VWRU5UX1RZUEVfQURERUQQARIdChlXQVRDSF9FVkVOVF9UWVBFX01PRElGSUVEEAISHAoYV0FUQ0hfRVZFTlRfVFlQRV9ERUxFVEVEEAMSGwoXV0FUQ0hfRVZFTlRfVFlQRV9TWU5DRUQQBBIeChpXQVRDSF9FVkVOVF9UWVBFX0hFQVJUQkVBVBAFMpIICg9UcmFpbkpvYlNlcnZpY2USUQoOQ3JlYXRlVHJhaW5Kb2ISHi5raWxuLnYxLkNyZWF0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuQ3JlYXRlVHJhaW5Kb2JSZXNwb25zZRJNCgtHZXRUcmFpbkpvYhIbLmtpbG4udjEuR2V0VHJhaW5Kb2JSZXF1ZXN0Ghwua2lsbi52MS5HZXRUcmFpbkpvYlJlc3BvbnNlIgOQAgESUwoNTGlzdFRyYWluSm9icxIdLmtpbG4udjEuTGlzdFRyYWluSm9ic1JlcXVlc3QaHi5raWxuLnYxLkxpc3RUcmFpbkpvYnNSZXNwb25zZSIDkAIBElMKDldhdGNoVHJhaW5Kb2JzEh4ua2lsbi52MS5XYXRjaFRyYWluSm9ic1JlcXVlc3QaHy5raWxuLnYxLldhdGNoVHJhaW5Kb2JzUmVzcG9uc2UwARJUCg9TdXNwZW5kVHJhaW5Kb2ISHy5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QaIC5raWxuLnYxLlN1c3BlbmRUcmFpbkpvYlJlc3BvbnNlElEKDlJlc3VtZVRyYWluSm9iEh4ua2lsbi52MS5SZXN1bWVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLlJlc3VtZVRyYWluSm9iUmVzcG9uc2USUQoORGVsZXRlVHJhaW5Kb2ISHi5raWxuLnYxLkRlbGV0ZVRyYWluSm9iUmVxdWVzdBofLmtpbG4udjEuRGVsZXRlVHJhaW5Kb2JSZXNwb25zZRJHCgpTdHJlYW1Mb2dzEhoua2lsbi52MS5TdHJlYW1Mb2dzUmVxdWVzdBobLmtpbG4udjEuU3RyZWFtTG9nc1Jlc3BvbnNlMAESSgoKTGlzdEV2ZW50cxIaLmtpbG4udjEuTGlzdEV2ZW50c1JlcXVlc3QaGy5raWxuLnYxLkxpc3RFdmVudHNSZXNwb25zZSIDkAIBElcKEENvbnZlcnRNYW5pZmVzdHMSIC5raWxuLnYxLkNvbnZlcnRNYW5pZmVzdHNSZXF1ZXN0GiEua2lsbi52MS5Db252ZXJ0TWFuaWZlc3RzUmVzcG9uc2USYgoSR2V0VHJhaW5Kb2JNZXRyaWNzEiIua2lsbi52MS5HZXRUcmFpbkpvYk1ldHJpY3NSZXF1ZXN0GiMua2lsbi52MS5HZXRUcmFpbkpvYk1ldHJpY3NSZXNwb25zZSIDkAIBEmUKFFdhdGNoVHJhaW5Kb2JNZXRyaWNzEiQua2lsbi52MS5XYXRjaFRyYWluSm9iTWV0cmljc1JlcXVlc3QaJS5raWxuLnYxLldhdGNoVHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2UwAUKJAQoLY29tLmtpbG4udjFCDVRyYWluam9iUHJvdG9QAVouZ2l0aHViLmNvbS9raWxuLW1sL2tpbG4vYXBpL2dlbi9raWxuL3YxO2tpbG52MaICA0tYWKoCB0tpbG4uVjHKAgdLaWxuXFYx4gITS2lsblxWMVxHUEJNZXRhZGF0YeoCCEtpbG46OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChZraWxuL3YxL3RyYWluam9iLnByb3RvEgdraWxuLnYxIpwDCghUcmFpbkpvYhIMCgRuYW1lGAEgASgJEhEKCW5hbWVzcGFjZRgCIAEoCRILCgN1aWQYAyABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGbGFiZWxzGAYgAygLMh0ua2lsbi52MS5UcmFpbkpvYi5MYWJlbHNFbnRyeRI3Cgthbm5vdGF0aW9ucxgHIAMoCzIiLmtpbG4udjEuVHJhaW5Kb2IuQW5ub3RhdGlvbnNFbnRyeRIjCgRzcGVjGAggASgLMhUua2lsbi52MS5UcmFpbkpvYlNwZWMSJwoGc3RhdHVzGAkgASgLMhcua2lsbi52MS5UcmFpbkpvYlN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZFbnZWYXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoJUmVzb3VyY2VzEjIKCHJlcXVlc3RzGAEgAygLMiAua2lsbi52MS5SZXNvdXJjZXMuUmVxdWVzdHNFbnRyeRIuCgZsaW1pdHMYAiADKAsyHi5raWxuLnYxLlJlc291cmNlcy5MaW1pdHNFbnRyeRovCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLQoLTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKEBAoMVHJhaW5Kb2JTcGVjEg8KB3J1bnRpbWUYASABKAkSKgoMcnVudGltZV9raW5kGAIgASgOMhQua2lsbi52MS5SdW50aW1lS2luZBINCgVpbWFnZRgDIAEoCRIPCgdjb21tYW5kGAQgAygJEgwKBGFyZ3MYBSADKAkSHAoDZW52GAYgAygLMg8ua2lsbi52MS5FbnZWYXISDQoFbm9kZXMYByABKAUSLgoScmVzb3VyY2VzX3Blcl9ub2RlGAggASgLMhIua2lsbi52MS5SZXNvdXJjZXMSFgoOcHJvY3NfcGVyX25vZGUYCSABKAUSEwoLZGF0YXNldF91cmkYCiABKAkSEQoJbW9kZWxfdXJpGAsgASgJEg0KBXF1ZXVlGAwgASgJEhYKDnByaW9yaXR5X2NsYXNzGA0gASgJEg8KB3N1c3BlbmQYDiABKAgSJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYDyABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgQIAEoBUgBiAEBEioKCHRvcG9sb2d5GBEgASgLMhgua2lsbi52MS5Ub3BvbG9neVJlcXVlc3RCGgoYX2FjdGl2ZV9kZWFkbGluZV9zZWNvbmRzQh0KG190dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZCJHCg9Ub3BvbG9neVJlcXVlc3QSDQoFbGV2ZWwYASABKAkSEQoJcHJlZmVycmVkGAIgASgIEhIKCm5vZGVfbGFiZWwYAyABKAkizAUKDlRyYWluSm9iU3RhdHVzEh0KBXN0YXRlGAEgASgOMg4ua2lsbi52MS5TdGF0ZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9jb21wbGV0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWRlYWRsaW5lX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD3R0bF9kZWxldGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXYWN0aXZlX2RlYWRsaW5lX3NlY29uZHMYCCABKANIAIgBARInChp0dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZBgJIAEoBUgBiAEBEiUKBXF1ZXVlGAogASgLMhYua2lsbi52MS5RdWV1ZVBvc2l0aW9uEhwKBXN0ZXBzGAsgAygLMg0ua2lsbi52MS5TdGVwEioKBGpvYnMYDCADKAsyHC5raWxuLnYxLlJlcGxpY2F0ZWRKb2JTdGF0dXMSJgoKY29uZGl0aW9ucxgNIAMoCzISLmtpbG4udjEuQ29uZGl0aW9uEiMKCHJlc3RhcnRzGA4gASgLMhEua2lsbi52MS5SZXN0YXJ0cxIjCghwcm9ncmVzcxgPIAEoCzIRLmtpbG4udjEuUHJvZ3Jlc3MSGQoRa2VwdF9sb2dfYXR0ZW1wdHMYECADKAUSJQoJcGxhY2VtZW50GBEgASgLMhIua2lsbi52MS5QbGFjZW1lbnRCGgoYX2FjdGl2ZV9kZWFkbGluZV9zZWNvbmRzQh0KG190dGxfc2Vjb25kc19hZnRlcl9maW5pc2hlZCJxCglQbGFjZW1lbnQSEAoIdG9wb2xvZ3kYASABKAkSJgoGbGV2ZWxzGAIgAygLMhYua2lsbi52MS5Ub3BvbG9neUxldmVsEioKCHBvZF9zZXRzGAMgAygLMhgua2lsbi52MS5Qb2RTZXRQbGFjZW1lbnQiMQoNVG9wb2xvZ3lMZXZlbBIMCgRuYW1lGAEgASgJEhIKCm5vZGVfbGFiZWwYAiABKAkimQEKD1BvZFNldFBsYWNlbWVudBIMCgRuYW1lGAEgASgJEg0KBWNvdW50GAIgASgFEg4KBmZsYXZvchgDIAEoCRIWCg5yZXF1aXJlZF9sZXZlbBgEIAEoCRIXCg9wcmVmZXJyZWRfbGV2ZWwYBSABKAkSKAoHZG9tYWlucxgGIAMoCzIXLmtpbG4udjEuVG9wb2xvZ3lEb21haW4iLgoOVG9wb2xvZ3lEb21haW4SDgoGdmFsdWVzGAEgAygJEgwKBHBvZHMYAiABKAUijgMKCFByb2dyZXNzEhQKB3BlcmNlbnQYASABKAVIAIgBARIYCgtldGFfc2Vjb25kcxgCIAEoBUgBiAEBEiAKB21ldHJpY3MYAyADKAsyDy5raWxuLnYxLk1ldHJpYxIvCgt1cGRhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEc3RlcBgFIAEoA0gCiAEBEhgKC3RvdGFsX3N0ZXBzGAYgASgDSAOIAQESJwoKY2hlY2twb2ludBgHIAEoCzITLmtpbG4udjEuQ2hlY2twb2ludBImChlwcm9ncmVzc19kZWFkbGluZV9zZWNvbmRzGAggASgDSASIAQESLgoKc3RhbGxfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCgoIX3BlcmNlbnRCDgoMX2V0YV9zZWNvbmRzQgcKBV9zdGVwQg4KDF90b3RhbF9zdGVwc0IcChpfcHJvZ3Jlc3NfZGVhZGxpbmVfc2Vjb25kcyIlCgZNZXRyaWMSDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSIoCgpDaGVja3BvaW50EgwKBHN0ZXAYASABKAMSDAoEcGF0aBgCIAEoCSKuAQoIUmVzdGFydHMSDQoFY291bnQYASABKAUSGwoTY291bnRlZF90b3dhcmRzX21heBgCIAEoBRIUCgxtYXhfcmVzdGFydHMYAyABKAUSEwoLbGFzdF9yZWFzb24YBCABKAkSFAoMbGFzdF9tZXNzYWdlGAUgASgJEjUKEWxhc3RfcmVzdGFydF90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLAAQoNUXVldWVQb3NpdGlvbhITCgtsb2NhbF9xdWV1ZRgBIAEoCRIVCg1jbHVzdGVyX3F1ZXVlGAIgASgJEh8KF3Bvc2l0aW9uX2luX2xvY2FsX3F1ZXVlGAMgASgFEiEKGXBvc2l0aW9uX2luX2NsdXN0ZXJfcXVldWUYBCABKAUSEAoId29ya2xvYWQYBSABKAkSEAoIYWRtaXR0ZWQYBiABKAgSGwoTbG9jYWxfcXVldWVfbWlzc2luZxgHIAEoCCKQAgoEU3RlcBIMCgRuYW1lGAEgASgJEhYKDnJlcGxpY2F0ZWRfam9iGAIgASgJEg0KBWluZGV4GAMgASgFEgsKA3BvZBgEIAEoCRINCgVwaGFzZRgFIAEoCRIMCgRub2RlGAYgASgJEiAKB2RldmljZXMYByADKAsyDy5raWxuLnYxLkRldmljZRIQCghyZXN0YXJ0cxgIIAEoBRIOCgZyZWFzb24YCSABKAkSDwoHbWVzc2FnZRgKIAEoCRIuCgpzdGFydF90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCglleGl0X2NvZGUYDCABKAVIAIgBAUIMCgpfZXhpdF9jb2RlIikKBkRldmljZRIQCghyZXNvdXJjZRgBIAEoCRINCgVjb3VudBgCIAEoAyJ4ChNSZXBsaWNhdGVkSm9iU3RhdHVzEgwKBG5hbWUYASABKAkSDQoFcmVhZHkYAiABKAUSEQoJc3VjY2VlZGVkGAMgASgFEg4KBmZhaWxlZBgEIAEoBRIOCgZhY3RpdmUYBSABKAUSEQoJc3VzcGVuZGVkGAYgASgFIqEBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSOAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE29ic2VydmVkX2dlbmVyYXRpb24YBiABKAMiqAIKC05ld1RyYWluSm9iEgwKBG5hbWUYASABKAkSFQoNZ2VuZXJhdGVfbmFtZRgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5raWxuLnYxLk5ld1RyYWluSm9iLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAQgAygLMiUua2lsbi52MS5OZXdUcmFpbkpvYi5Bbm5vdGF0aW9uc0VudHJ5EiMKBHNwZWMYBSABKAsyFS5raWxuLnYxLlRyYWluSm9iU3BlYxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKYAQoVQ3JlYXRlVHJhaW5Kb2JSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIpCgl0cmFpbl9qb2IYAiABKAsyFC5raWxuLnYxLk5ld1RyYWluSm9iSAASEgoIbWFuaWZlc3QYAyABKAlIABIPCgdkcnlfcnVuGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAlCCAoGc291cmNlInQKFkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYhIQCghtYW5pZmVzdBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCBIQCgh3YXJuaW5ncxgEIAMoCSJPChJHZXRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQaW5jbHVkZV9tYW5pZmVzdBgDIAEoCCJNChNHZXRUcmFpbkpvYlJlc3BvbnNlEiQKCXRyYWluX2pvYhgBIAEoCzIRLmtpbG4udjEuVHJhaW5Kb2ISEAoIbWFuaWZlc3QYAiABKAkioAEKFExpc3RUcmFpbkpvYnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIeCgZzdGF0ZXMYBCADKA4yDi5raWxuLnYxLlN0YXRlEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJIlcKFUxpc3RUcmFpbkpvYnNSZXNwb25zZRIlCgp0cmFpbl9qb2JzGAEgAygLMhEua2lsbi52MS5UcmFpbkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinQEKFVdhdGNoVHJhaW5Kb2JzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDAoEbmFtZRgDIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgEIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAUgASgJEhkKEWhlYXJ0YmVhdF9zZWNvbmRzGAYgASgFIn8KFldhdGNoVHJhaW5Kb2JzUmVzcG9uc2USJQoEdHlwZRgBIAEoDjIXLmtpbG4udjEuV2F0Y2hFdmVudFR5cGUSJAoJdHJhaW5fam9iGAIgASgLMhEua2lsbi52MS5UcmFpbkpvYhIYChByZXNvdXJjZV92ZXJzaW9uGAMgASgJIjkKFlN1c3BlbmRUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPwoXU3VzcGVuZFRyYWluSm9iUmVzcG9uc2USJAoJdHJhaW5fam9iGAEgASgLMhEua2lsbi52MS5UcmFpbkpvYiI4ChVSZXN1bWVUcmFpbkpvYlJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiPgoWUmVzdW1lVHJhaW5Kb2JSZXNwb25zZRIkCgl0cmFpbl9qb2IYASABKAsyES5raWxuLnYxLlRyYWluSm9iIjgKFURlbGV0ZVRyYWluSm9iUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSIYChZEZWxldGVUcmFpbkpvYlJlc3BvbnNlIlAKF0NvbnZlcnRNYW5pZmVzdHNSZXF1ZXN0EhEKCW1hbmlmZXN0cxgBIAEoCRIPCgdydW50aW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCSJ3ChhDb252ZXJ0TWFuaWZlc3RzUmVzcG9uc2USLQoJbWFuaWZlc3RzGAEgAygLMhoua2lsbi52MS5Db252ZXJ0ZWRNYW5pZmVzdBIsCgh3YXJuaW5ncxgCIAMoCzIaLmtpbG4udjEuQ29udmVyc2lvbldhcm5pbmciZAoRQ29udmVydGVkTWFuaWZlc3QSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIQCghtYW5pZmVzdBgEIAEoCRIOCgZzb3VyY2UYBSABKAkiYwoRQ29udmVyc2lvbldhcm5pbmcSEAoIZG9jdW1lbnQYASABKAUSDgoGc291cmNlGAIgASgJEg0KBWZpZWxkGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSDAoEbm90ZRgFIAEoCCKDAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc3RlcBgDIAEoCRIRCgljb250YWluZXIYBCABKAkSDgoGZm9sbG93GAUgASgIEhcKCnRhaWxfbGluZXMYBiABKANIAIgBARIaCg1zaW5jZV9zZWNvbmRzGAcgASgDSAGIAQESEgoKdGltZXN0YW1wcxgIIAEoCBIUCgdhdHRlbXB0GAkgASgFSAKIAQESEAoIcHJldmlvdXMYCiABKAhCDQoLX3RhaWxfbGluZXNCEAoOX3NpbmNlX3NlY29uZHNCCgoIX2F0dGVtcHQiNQoSU3RyZWFtTG9nc1Jlc3BvbnNlEh8KBWxpbmVzGAEgAygLMhAua2lsbi52MS5Mb2dMaW5lIoABCgdMb2dMaW5lEgwKBHN0ZXAYASABKAkSCwoDcG9kGAIgASgJEhEKCWNvbnRhaW5lchgDIAEoCRIMCgR0ZXh0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2F0dGVtcHQYBiABKAUiNAoRTGlzdEV2ZW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiNAoSTGlzdEV2ZW50c1Jlc3BvbnNlEh4KBmV2ZW50cxgBIAMoCzIOLmtpbG4udjEuRXZlbnQixAEKBUV2ZW50EgwKBHR5cGUYASABKAkSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGb2JqZWN0GAQgASgJEg0KBWNvdW50GAUgASgFEi4KCmZpcnN0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAggASgJIk0KGUdldFRyYWluSm9iTWV0cmljc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHbWV0cmljcxgDIAMoCSKFAQoaR2V0VHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2USJQoGc2VyaWVzGAEgAygLMhUua2lsbi52MS5NZXRyaWNTZXJpZXMSDwoHcmVwb3J0cxgCIAEoAxIvCgt1cGRhdGVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoMTWV0cmljU2VyaWVzEgwKBG5hbWUYASABKAkSJAoGcG9pbnRzGAIgAygLMhQua2lsbi52MS5NZXRyaWNQb2ludBIOCgZzdHJpZGUYAyABKAMiYgoLTWV0cmljUG9pbnQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEc3RlcBgCIAEoA0gAiAEBEg0KBXZhbHVlGAMgASgBQgcKBV9zdGVwIk8KG1dhdGNoVHJhaW5Kb2JNZXRyaWNzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdtZXRyaWNzGAMgAygJIrUBChxXYXRjaFRyYWluSm9iTWV0cmljc1Jlc3BvbnNlEjYKB2hpc3RvcnkYASABKAsyIy5raWxuLnYxLkdldFRyYWluSm9iTWV0cmljc1Jlc3BvbnNlSAASJwoGcG9pbnRzGAIgASgLMhUua2lsbi52MS5NZXRyaWNQb2ludHNIABIrCghmaW5pc2hlZBgDIAEoCzIXLmtpbG4udjEuVHJhaW5Kb2JTdGF0dXNIAEIHCgVldmVudCI1CgxNZXRyaWNQb2ludHMSJQoGc2VyaWVzGAEgAygLMhUua2lsbi52MS5NZXRyaWNTZXJpZXMqYgoLUnVudGltZUtpbmQSHAoYUlVOVElNRV9LSU5EX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9LSU5EX0NMVVNURVIQARIbChdSVU5USU1FX0tJTkRfTkFNRVNQQUNFRBACKn4KBVN0YXRlEhUKEVNUQVRFX1VOU1BFQ0lGSUVEEAASEAoMU1RBVEVfUVVFVUVEEAESEwoPU1RBVEVfU1VTUEVOREVEEAISEQoNU1RBVEVfUlVOTklORxADEhIKDlNUQVRFX0NPTVBMRVRFEAQSEAoMU1RBVEVfRkFJTEVEEAUqyAEKDldhdGNoRXZlbnRUeXBlEiAKHFdBVENIX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIaChZXQVRDSF9FVkVOVF9UWVBFX0FEREVEEAESHQoZV0FUQ0hfRVZFTlRfVFlQRV9NT0RJRklFRBACEhwKGFdBVENIX0VWRU5UX1RZUEVfREVMRVRFRBADEhsKF1dBVENIX0VWRU5UX1RZUEVfU1lOQ0VEEAQSHgoaV0FUQ0hfRVZFTlRfVFlQRV9IRUFSVEJFQVQQBTKSCAoPVHJhaW5Kb2JTZXJ2aWNlElEKDkNyZWF0ZVRyYWluSm9iEh4ua2lsbi52MS5DcmVhdGVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLkNyZWF0ZVRyYWluSm9iUmVzcG9uc2USTQoLR2V0VHJhaW5Kb2ISGy5raWxuLnYxLkdldFRyYWluSm9iUmVxdWVzdBocLmtpbG4udjEuR2V0VHJhaW5Kb2JSZXNwb25zZSIDkAIBElMKDUxpc3RUcmFpbkpvYnMSHS5raWxuLnYxLkxpc3RUcmFpbkpvYnNSZXF1ZXN0Gh4ua2lsbi52MS5MaXN0VHJhaW5Kb2JzUmVzcG9uc2UiA5ACARJTCg5XYXRjaFRyYWluSm9icxIeLmtpbG4udjEuV2F0Y2hUcmFpbkpvYnNSZXF1ZXN0Gh8ua2lsbi52MS5XYXRjaFRyYWluSm9ic1Jlc3BvbnNlMAESVAoPU3VzcGVuZFRyYWluSm9iEh8ua2lsbi52MS5TdXNwZW5kVHJhaW5Kb2JSZXF1ZXN0GiAua2lsbi52MS5TdXNwZW5kVHJhaW5Kb2JSZXNwb25zZRJRCg5SZXN1bWVUcmFpbkpvYhIeLmtpbG4udjEuUmVzdW1lVHJhaW5Kb2JSZXF1ZXN0Gh8ua2lsbi52MS5SZXN1bWVUcmFpbkpvYlJlc3BvbnNlElEKDkRlbGV0ZVRyYWluSm9iEh4ua2lsbi52MS5EZWxldGVUcmFpbkpvYlJlcXVlc3QaHy5raWxuLnYxLkRlbGV0ZVRyYWluSm9iUmVzcG9uc2USRwoKU3RyZWFtTG9ncxIaLmtpbG4udjEuU3RyZWFtTG9nc1JlcXVlc3QaGy5raWxuLnYxLlN0cmVhbUxvZ3NSZXNwb25zZTABEkoKCkxpc3RFdmVudHMSGi5raWxuLnYxLkxpc3RFdmVudHNSZXF1ZXN0Ghsua2lsbi52MS5MaXN0RXZlbnRzUmVzcG9uc2UiA5ACARJXChBDb252ZXJ0TWFuaWZlc3RzEiAua2lsbi52MS5Db252ZXJ0TWFuaWZlc3RzUmVxdWVzdBohLmtpbG4udjEuQ29udmVydE1hbmlmZXN0c1Jlc3BvbnNlEmIKEkdldFRyYWluSm9iTWV0cmljcxIiLmtpbG4udjEuR2V0VHJhaW5Kb2JNZXRyaWNzUmVxdWVzdBojLmtpbG4udjEuR2V0VHJhaW5Kb2JNZXRyaWNzUmVzcG9uc2UiA5ACARJlChRXYXRjaFRyYWluSm9iTWV0cmljcxIkLmtpbG4udjEuV2F0Y2hUcmFpbkpvYk1ldHJpY3NSZXF1ZXN0GiUua2lsbi52MS5XYXRjaFRyYWluSm9iTWV0cmljc1Jlc3BvbnNlMAFCiQEKC2NvbS5raWxuLnYxQg1UcmFpbmpvYlByb3RvUAFaLmdpdGh1Yi5jb20va2lsbi1tbC9raWxuL2FwaS9nZW4va2lsbi92MTtraWxudjGiAgNLWFiqAgdLaWxuLlYxygIHS2lsblxWMeICE0tpbG5cVjFcR1BCTWV0YWRhdGHqAghLaWxuOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * TrainJob is a training job: what its user set, and what happens to it.
@@ -232,6 +232,15 @@ export type TrainJobSpec = Message<"kiln.v1.TrainJobSpec"> & {
    * @generated from field: optional int32 ttl_seconds_after_finished = 16;
    */
   ttlSecondsAfterFinished?: number | undefined;
+
+  /**
+   * topology asks Kueue's topology-aware scheduling to place all the training nodes in one
+   * domain of a level (one rack, one block). Its job's queue must admit on a flavor with a
+   * Kueue Topology. Read back from the job's runtime patch of Kueue's podset annotation.
+   *
+   * @generated from field: kiln.v1.TopologyRequest topology = 17;
+   */
+  topology?: TopologyRequest | undefined;
 };
 
 /**
@@ -240,6 +249,44 @@ export type TrainJobSpec = Message<"kiln.v1.TrainJobSpec"> & {
  */
 export const TrainJobSpecSchema: GenMessage<TrainJobSpec> = /*@__PURE__*/
   messageDesc(file_kiln_v1_trainjob, 3);
+
+/**
+ * TopologyRequest names a level of the Kueue Topology of the job's queue.
+ *
+ * @generated from message kiln.v1.TopologyRequest
+ */
+export type TopologyRequest = Message<"kiln.v1.TopologyRequest"> & {
+  /**
+   * level is a level's name ("block", "rack", "host": the Topology's annotation
+   * kiln.dev/level-names, else the names Kiln knows for cloud providers' labels) or its node
+   * label, e.g. "cloud.google.com/gce-topology-block".
+   *
+   * @generated from field: string level = 1;
+   */
+  level: string;
+
+  /**
+   * preferred lets Kueue spread the nodes over several domains when no one domain has room;
+   * otherwise the level is required and the job waits until one has.
+   *
+   * @generated from field: bool preferred = 2;
+   */
+  preferred: boolean;
+
+  /**
+   * node_label is the level's node label, as the server resolved it (read only).
+   *
+   * @generated from field: string node_label = 3;
+   */
+  nodeLabel: string;
+};
+
+/**
+ * Describes the message kiln.v1.TopologyRequest.
+ * Use `create(TopologyRequestSchema)` to create a new message.
+ */
+export const TopologyRequestSchema: GenMessage<TopologyRequest> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 4);
 
 /**
  * TrainJobStatus is what happens to a job.
@@ -348,6 +395,14 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
    * @generated from field: repeated int32 kept_log_attempts = 16;
    */
   keptLogAttempts: number[];
+
+  /**
+   * placement is where Kueue's topology-aware scheduling put the job's pods, once admitted
+   * on a flavor with a Topology.
+   *
+   * @generated from field: kiln.v1.Placement placement = 17;
+   */
+  placement?: Placement | undefined;
 };
 
 /**
@@ -355,7 +410,145 @@ export type TrainJobStatus = Message<"kiln.v1.TrainJobStatus"> & {
  * Use `create(TrainJobStatusSchema)` to create a new message.
  */
 export const TrainJobStatusSchema: GenMessage<TrainJobStatus> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 4);
+  messageDesc(file_kiln_v1_trainjob, 5);
+
+/**
+ * Placement is where Kueue's topology-aware scheduling put a job's pods.
+ *
+ * @generated from message kiln.v1.Placement
+ */
+export type Placement = Message<"kiln.v1.Placement"> & {
+  /**
+   * topology is the Kueue Topology the job was placed on.
+   *
+   * @generated from field: string topology = 1;
+   */
+  topology: string;
+
+  /**
+   * levels are the Topology's levels, highest first.
+   *
+   * @generated from field: repeated kiln.v1.TopologyLevel levels = 2;
+   */
+  levels: TopologyLevel[];
+
+  /**
+   * @generated from field: repeated kiln.v1.PodSetPlacement pod_sets = 3;
+   */
+  podSets: PodSetPlacement[];
+};
+
+/**
+ * Describes the message kiln.v1.Placement.
+ * Use `create(PlacementSchema)` to create a new message.
+ */
+export const PlacementSchema: GenMessage<Placement> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 6);
+
+/**
+ * TopologyLevel is one level of a Kueue Topology.
+ *
+ * @generated from message kiln.v1.TopologyLevel
+ */
+export type TopologyLevel = Message<"kiln.v1.TopologyLevel"> & {
+  /**
+   * name is "block", "rack", "host"..., or the node label when Kiln knows no name for it.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string node_label = 2;
+   */
+  nodeLabel: string;
+};
+
+/**
+ * Describes the message kiln.v1.TopologyLevel.
+ * Use `create(TopologyLevelSchema)` to create a new message.
+ */
+export const TopologyLevelSchema: GenMessage<TopologyLevel> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 7);
+
+/**
+ * PodSetPlacement is where the pods of one replicated job went.
+ *
+ * @generated from message kiln.v1.PodSetPlacement
+ */
+export type PodSetPlacement = Message<"kiln.v1.PodSetPlacement"> & {
+  /**
+   * name is the replicated job's (Kueue's pod set), e.g. "node".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+
+  /**
+   * flavor is the Kueue ResourceFlavor it was admitted on.
+   *
+   * @generated from field: string flavor = 3;
+   */
+  flavor: string;
+
+  /**
+   * required_level and preferred_level are what it asked for (level names).
+   *
+   * @generated from field: string required_level = 4;
+   */
+  requiredLevel: string;
+
+  /**
+   * @generated from field: string preferred_level = 5;
+   */
+  preferredLevel: string;
+
+  /**
+   * domains are the lowest-level domains (nodes) its pods were assigned to.
+   *
+   * @generated from field: repeated kiln.v1.TopologyDomain domains = 6;
+   */
+  domains: TopologyDomain[];
+};
+
+/**
+ * Describes the message kiln.v1.PodSetPlacement.
+ * Use `create(PodSetPlacementSchema)` to create a new message.
+ */
+export const PodSetPlacementSchema: GenMessage<PodSetPlacement> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 8);
+
+/**
+ * TopologyDomain is a domain of the lowest level (usually a node) and how many pods it got.
+ *
+ * @generated from message kiln.v1.TopologyDomain
+ */
+export type TopologyDomain = Message<"kiln.v1.TopologyDomain"> & {
+  /**
+   * values are the domain's value at each of the Placement's levels, highest first; empty
+   * where the node is gone.
+   *
+   * @generated from field: repeated string values = 1;
+   */
+  values: string[];
+
+  /**
+   * @generated from field: int32 pods = 2;
+   */
+  pods: number;
+};
+
+/**
+ * Describes the message kiln.v1.TopologyDomain.
+ * Use `create(TopologyDomainSchema)` to create a new message.
+ */
+export const TopologyDomainSchema: GenMessage<TopologyDomain> = /*@__PURE__*/
+  messageDesc(file_kiln_v1_trainjob, 9);
 
 /**
  * Progress is what a job's trainer reports of its training (upstream's trainerStatus), with
@@ -432,7 +625,7 @@ export type Progress = Message<"kiln.v1.Progress"> & {
  * Use `create(ProgressSchema)` to create a new message.
  */
 export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 5);
+  messageDesc(file_kiln_v1_trainjob, 10);
 
 /**
  * Metric is one reported metric.
@@ -456,7 +649,7 @@ export type Metric = Message<"kiln.v1.Metric"> & {
  * Use `create(MetricSchema)` to create a new message.
  */
 export const MetricSchema: GenMessage<Metric> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 6);
+  messageDesc(file_kiln_v1_trainjob, 11);
 
 /**
  * Checkpoint is a checkpoint the trainer saved.
@@ -480,7 +673,7 @@ export type Checkpoint = Message<"kiln.v1.Checkpoint"> & {
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 7);
+  messageDesc(file_kiln_v1_trainjob, 12);
 
 /**
  * Restarts counts the restarts of a job's pods as a group (its runtime's JobSet failure
@@ -531,7 +724,7 @@ export type Restarts = Message<"kiln.v1.Restarts"> & {
  * Use `create(RestartsSchema)` to create a new message.
  */
 export const RestartsSchema: GenMessage<Restarts> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 8);
+  messageDesc(file_kiln_v1_trainjob, 13);
 
 /**
  * QueuePosition is where a job waits in Kueue.
@@ -587,7 +780,7 @@ export type QueuePosition = Message<"kiln.v1.QueuePosition"> & {
  * Use `create(QueuePositionSchema)` to create a new message.
  */
 export const QueuePositionSchema: GenMessage<QueuePosition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 9);
+  messageDesc(file_kiln_v1_trainjob, 14);
 
 /**
  * Step is one pod of a job: a training node, a launcher, or an initializer.
@@ -667,7 +860,7 @@ export type Step = Message<"kiln.v1.Step"> & {
  * Use `create(StepSchema)` to create a new message.
  */
 export const StepSchema: GenMessage<Step> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 10);
+  messageDesc(file_kiln_v1_trainjob, 15);
 
 /**
  * Device is an accelerator a step holds.
@@ -693,7 +886,7 @@ export type Device = Message<"kiln.v1.Device"> & {
  * Use `create(DeviceSchema)` to create a new message.
  */
 export const DeviceSchema: GenMessage<Device> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 11);
+  messageDesc(file_kiln_v1_trainjob, 16);
 
 /**
  * ReplicatedJobStatus counts the Jobs of one replicated job of the job's JobSet.
@@ -737,7 +930,7 @@ export type ReplicatedJobStatus = Message<"kiln.v1.ReplicatedJobStatus"> & {
  * Use `create(ReplicatedJobStatusSchema)` to create a new message.
  */
 export const ReplicatedJobStatusSchema: GenMessage<ReplicatedJobStatus> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 12);
+  messageDesc(file_kiln_v1_trainjob, 17);
 
 /**
  * Condition is a Kubernetes condition of the TrainJob.
@@ -783,7 +976,7 @@ export type Condition = Message<"kiln.v1.Condition"> & {
  * Use `create(ConditionSchema)` to create a new message.
  */
 export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 13);
+  messageDesc(file_kiln_v1_trainjob, 18);
 
 /**
  * NewTrainJob is a TrainJob to create from structured fields.
@@ -824,7 +1017,7 @@ export type NewTrainJob = Message<"kiln.v1.NewTrainJob"> & {
  * Use `create(NewTrainJobSchema)` to create a new message.
  */
 export const NewTrainJobSchema: GenMessage<NewTrainJob> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 14);
+  messageDesc(file_kiln_v1_trainjob, 19);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobRequest
@@ -879,7 +1072,7 @@ export type CreateTrainJobRequest = Message<"kiln.v1.CreateTrainJobRequest"> & {
  * Use `create(CreateTrainJobRequestSchema)` to create a new message.
  */
 export const CreateTrainJobRequestSchema: GenMessage<CreateTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 15);
+  messageDesc(file_kiln_v1_trainjob, 20);
 
 /**
  * @generated from message kiln.v1.CreateTrainJobResponse
@@ -920,7 +1113,7 @@ export type CreateTrainJobResponse = Message<"kiln.v1.CreateTrainJobResponse"> &
  * Use `create(CreateTrainJobResponseSchema)` to create a new message.
  */
 export const CreateTrainJobResponseSchema: GenMessage<CreateTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 16);
+  messageDesc(file_kiln_v1_trainjob, 21);
 
 /**
  * @generated from message kiln.v1.GetTrainJobRequest
@@ -949,7 +1142,7 @@ export type GetTrainJobRequest = Message<"kiln.v1.GetTrainJobRequest"> & {
  * Use `create(GetTrainJobRequestSchema)` to create a new message.
  */
 export const GetTrainJobRequestSchema: GenMessage<GetTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 17);
+  messageDesc(file_kiln_v1_trainjob, 22);
 
 /**
  * @generated from message kiln.v1.GetTrainJobResponse
@@ -971,7 +1164,7 @@ export type GetTrainJobResponse = Message<"kiln.v1.GetTrainJobResponse"> & {
  * Use `create(GetTrainJobResponseSchema)` to create a new message.
  */
 export const GetTrainJobResponseSchema: GenMessage<GetTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 18);
+  messageDesc(file_kiln_v1_trainjob, 23);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsRequest
@@ -1024,7 +1217,7 @@ export type ListTrainJobsRequest = Message<"kiln.v1.ListTrainJobsRequest"> & {
  * Use `create(ListTrainJobsRequestSchema)` to create a new message.
  */
 export const ListTrainJobsRequestSchema: GenMessage<ListTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 19);
+  messageDesc(file_kiln_v1_trainjob, 24);
 
 /**
  * @generated from message kiln.v1.ListTrainJobsResponse
@@ -1048,7 +1241,7 @@ export type ListTrainJobsResponse = Message<"kiln.v1.ListTrainJobsResponse"> & {
  * Use `create(ListTrainJobsResponseSchema)` to create a new message.
  */
 export const ListTrainJobsResponseSchema: GenMessage<ListTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 20);
+  messageDesc(file_kiln_v1_trainjob, 25);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsRequest
@@ -1097,7 +1290,7 @@ export type WatchTrainJobsRequest = Message<"kiln.v1.WatchTrainJobsRequest"> & {
  * Use `create(WatchTrainJobsRequestSchema)` to create a new message.
  */
 export const WatchTrainJobsRequestSchema: GenMessage<WatchTrainJobsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 21);
+  messageDesc(file_kiln_v1_trainjob, 26);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobsResponse
@@ -1128,7 +1321,7 @@ export type WatchTrainJobsResponse = Message<"kiln.v1.WatchTrainJobsResponse"> &
  * Use `create(WatchTrainJobsResponseSchema)` to create a new message.
  */
 export const WatchTrainJobsResponseSchema: GenMessage<WatchTrainJobsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 22);
+  messageDesc(file_kiln_v1_trainjob, 27);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobRequest
@@ -1150,7 +1343,7 @@ export type SuspendTrainJobRequest = Message<"kiln.v1.SuspendTrainJobRequest"> &
  * Use `create(SuspendTrainJobRequestSchema)` to create a new message.
  */
 export const SuspendTrainJobRequestSchema: GenMessage<SuspendTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 23);
+  messageDesc(file_kiln_v1_trainjob, 28);
 
 /**
  * @generated from message kiln.v1.SuspendTrainJobResponse
@@ -1167,7 +1360,7 @@ export type SuspendTrainJobResponse = Message<"kiln.v1.SuspendTrainJobResponse">
  * Use `create(SuspendTrainJobResponseSchema)` to create a new message.
  */
 export const SuspendTrainJobResponseSchema: GenMessage<SuspendTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 24);
+  messageDesc(file_kiln_v1_trainjob, 29);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobRequest
@@ -1189,7 +1382,7 @@ export type ResumeTrainJobRequest = Message<"kiln.v1.ResumeTrainJobRequest"> & {
  * Use `create(ResumeTrainJobRequestSchema)` to create a new message.
  */
 export const ResumeTrainJobRequestSchema: GenMessage<ResumeTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 25);
+  messageDesc(file_kiln_v1_trainjob, 30);
 
 /**
  * @generated from message kiln.v1.ResumeTrainJobResponse
@@ -1206,7 +1399,7 @@ export type ResumeTrainJobResponse = Message<"kiln.v1.ResumeTrainJobResponse"> &
  * Use `create(ResumeTrainJobResponseSchema)` to create a new message.
  */
 export const ResumeTrainJobResponseSchema: GenMessage<ResumeTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 26);
+  messageDesc(file_kiln_v1_trainjob, 31);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobRequest
@@ -1228,7 +1421,7 @@ export type DeleteTrainJobRequest = Message<"kiln.v1.DeleteTrainJobRequest"> & {
  * Use `create(DeleteTrainJobRequestSchema)` to create a new message.
  */
 export const DeleteTrainJobRequestSchema: GenMessage<DeleteTrainJobRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 27);
+  messageDesc(file_kiln_v1_trainjob, 32);
 
 /**
  * @generated from message kiln.v1.DeleteTrainJobResponse
@@ -1241,7 +1434,7 @@ export type DeleteTrainJobResponse = Message<"kiln.v1.DeleteTrainJobResponse"> &
  * Use `create(DeleteTrainJobResponseSchema)` to create a new message.
  */
 export const DeleteTrainJobResponseSchema: GenMessage<DeleteTrainJobResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 28);
+  messageDesc(file_kiln_v1_trainjob, 33);
 
 /**
  * @generated from message kiln.v1.ConvertManifestsRequest
@@ -1275,7 +1468,7 @@ export type ConvertManifestsRequest = Message<"kiln.v1.ConvertManifestsRequest">
  * Use `create(ConvertManifestsRequestSchema)` to create a new message.
  */
 export const ConvertManifestsRequestSchema: GenMessage<ConvertManifestsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 29);
+  messageDesc(file_kiln_v1_trainjob, 34);
 
 /**
  * @generated from message kiln.v1.ConvertManifestsResponse
@@ -1301,7 +1494,7 @@ export type ConvertManifestsResponse = Message<"kiln.v1.ConvertManifestsResponse
  * Use `create(ConvertManifestsResponseSchema)` to create a new message.
  */
 export const ConvertManifestsResponseSchema: GenMessage<ConvertManifestsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 30);
+  messageDesc(file_kiln_v1_trainjob, 35);
 
 /**
  * ConvertedManifest is one result, ready to apply (or to create with CreateTrainJob's or
@@ -1347,7 +1540,7 @@ export type ConvertedManifest = Message<"kiln.v1.ConvertedManifest"> & {
  * Use `create(ConvertedManifestSchema)` to create a new message.
  */
 export const ConvertedManifestSchema: GenMessage<ConvertedManifest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 31);
+  messageDesc(file_kiln_v1_trainjob, 36);
 
 /**
  * @generated from message kiln.v1.ConversionWarning
@@ -1392,7 +1585,7 @@ export type ConversionWarning = Message<"kiln.v1.ConversionWarning"> & {
  * Use `create(ConversionWarningSchema)` to create a new message.
  */
 export const ConversionWarningSchema: GenMessage<ConversionWarning> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 32);
+  messageDesc(file_kiln_v1_trainjob, 37);
 
 /**
  * @generated from message kiln.v1.StreamLogsRequest
@@ -1475,7 +1668,7 @@ export type StreamLogsRequest = Message<"kiln.v1.StreamLogsRequest"> & {
  * Use `create(StreamLogsRequestSchema)` to create a new message.
  */
 export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 33);
+  messageDesc(file_kiln_v1_trainjob, 38);
 
 /**
  * @generated from message kiln.v1.StreamLogsResponse
@@ -1492,7 +1685,7 @@ export type StreamLogsResponse = Message<"kiln.v1.StreamLogsResponse"> & {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 34);
+  messageDesc(file_kiln_v1_trainjob, 39);
 
 /**
  * LogLine is a line a step's container printed.
@@ -1538,7 +1731,7 @@ export type LogLine = Message<"kiln.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 35);
+  messageDesc(file_kiln_v1_trainjob, 40);
 
 /**
  * @generated from message kiln.v1.ListEventsRequest
@@ -1560,7 +1753,7 @@ export type ListEventsRequest = Message<"kiln.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 36);
+  messageDesc(file_kiln_v1_trainjob, 41);
 
 /**
  * @generated from message kiln.v1.ListEventsResponse
@@ -1579,7 +1772,7 @@ export type ListEventsResponse = Message<"kiln.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 37);
+  messageDesc(file_kiln_v1_trainjob, 42);
 
 /**
  * Event is a Kubernetes event about a job or an object it owns.
@@ -1639,7 +1832,7 @@ export type Event = Message<"kiln.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 38);
+  messageDesc(file_kiln_v1_trainjob, 43);
 
 /**
  * @generated from message kiln.v1.GetTrainJobMetricsRequest
@@ -1668,7 +1861,7 @@ export type GetTrainJobMetricsRequest = Message<"kiln.v1.GetTrainJobMetricsReque
  * Use `create(GetTrainJobMetricsRequestSchema)` to create a new message.
  */
 export const GetTrainJobMetricsRequestSchema: GenMessage<GetTrainJobMetricsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 39);
+  messageDesc(file_kiln_v1_trainjob, 44);
 
 /**
  * @generated from message kiln.v1.GetTrainJobMetricsResponse
@@ -1697,7 +1890,7 @@ export type GetTrainJobMetricsResponse = Message<"kiln.v1.GetTrainJobMetricsResp
  * Use `create(GetTrainJobMetricsResponseSchema)` to create a new message.
  */
 export const GetTrainJobMetricsResponseSchema: GenMessage<GetTrainJobMetricsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 40);
+  messageDesc(file_kiln_v1_trainjob, 45);
 
 /**
  * MetricSeries is one metric over the run.
@@ -1728,7 +1921,7 @@ export type MetricSeries = Message<"kiln.v1.MetricSeries"> & {
  * Use `create(MetricSeriesSchema)` to create a new message.
  */
 export const MetricSeriesSchema: GenMessage<MetricSeries> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 41);
+  messageDesc(file_kiln_v1_trainjob, 46);
 
 /**
  * MetricPoint is one value of a metric.
@@ -1759,7 +1952,7 @@ export type MetricPoint = Message<"kiln.v1.MetricPoint"> & {
  * Use `create(MetricPointSchema)` to create a new message.
  */
 export const MetricPointSchema: GenMessage<MetricPoint> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 42);
+  messageDesc(file_kiln_v1_trainjob, 47);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobMetricsRequest
@@ -1786,7 +1979,7 @@ export type WatchTrainJobMetricsRequest = Message<"kiln.v1.WatchTrainJobMetricsR
  * Use `create(WatchTrainJobMetricsRequestSchema)` to create a new message.
  */
 export const WatchTrainJobMetricsRequestSchema: GenMessage<WatchTrainJobMetricsRequest> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 43);
+  messageDesc(file_kiln_v1_trainjob, 48);
 
 /**
  * @generated from message kiln.v1.WatchTrainJobMetricsResponse
@@ -1827,7 +2020,7 @@ export type WatchTrainJobMetricsResponse = Message<"kiln.v1.WatchTrainJobMetrics
  * Use `create(WatchTrainJobMetricsResponseSchema)` to create a new message.
  */
 export const WatchTrainJobMetricsResponseSchema: GenMessage<WatchTrainJobMetricsResponse> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 44);
+  messageDesc(file_kiln_v1_trainjob, 49);
 
 /**
  * MetricPoints are new points of several metrics.
@@ -1846,7 +2039,7 @@ export type MetricPoints = Message<"kiln.v1.MetricPoints"> & {
  * Use `create(MetricPointsSchema)` to create a new message.
  */
 export const MetricPointsSchema: GenMessage<MetricPoints> = /*@__PURE__*/
-  messageDesc(file_kiln_v1_trainjob, 45);
+  messageDesc(file_kiln_v1_trainjob, 50);
 
 /**
  * RuntimeKind says where a runtime lives.
