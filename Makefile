@@ -315,6 +315,11 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench --suite api $(BENCH_FLAGS)
 
+.PHONY: bench-placement
+bench-placement: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(KILN) ## Gang jobs through Kueue with and without topology-aware scheduling (admission to all pods bound); writes docs/benchmarks-placement.md.
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite placement $(BENCH_FLAGS)
+
 ##@ Tools (built once from tools/*/go.mod; rebuilt when a pin changes)
 
 .PHONY: tools

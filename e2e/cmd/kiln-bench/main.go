@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,11 @@ func main() {
 
 func run() error {
 	root := flag.String("root", "", "repository root (default: the nearest directory with go.work)")
-	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), or all")
+	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), placement (gang jobs with and without Kueue's TAS), or all")
+	po := bench.DefaultPlacementOptions("")
+	flag.IntVar(&po.Runs, "placement-runs", po.Runs, "runs of the placement suite (both variants each)")
+	flag.IntVar(&po.Jobs, "placement-jobs", po.Jobs, "gang jobs per variant and run of the placement suite")
+	flag.DurationVar(&po.PodRun, "placement-pod-run", po.PodRun, "how long each pod of the placement suite runs")
 	o := bench.DefaultOptions("")
 	ao := bench.DefaultAPIOptions("")
 	flag.IntVar(&ao.Runs, "api-runs", ao.Runs, "runs of the API suite")
@@ -65,13 +70,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	o.Root, ao.Root = dir, dir
+	o.Root, ao.Root, po.Root = dir, dir, dir
 	if o.Report == "" {
 		o.Report = filepath.Join(dir, "docs", "benchmarks.md")
 	}
 	ao.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-api.md")
-	if *suite != "all" && *suite != "controllers" && *suite != "api" {
-		return fmt.Errorf("--suite=%q: want controllers, api or all", *suite)
+	po.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-placement.md")
+	if !slices.Contains([]string{"all", "controllers", "api", "placement"}, *suite) {
+		return fmt.Errorf("--suite=%q: want controllers, api, placement or all", *suite)
 	}
 	o.Trainers = nil
 	for _, t := range strings.Split(*trainers, ",") {
@@ -97,17 +103,23 @@ func run() error {
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *suite != "api" {
+	if *suite == "all" || *suite == "controllers" {
 		if err := bench.Run(ctx, o); err != nil {
 			return err
 		}
 		fmt.Println("report:", o.Report)
 	}
-	if *suite != "controllers" {
+	if *suite == "all" || *suite == "api" {
 		if err := bench.RunAPI(ctx, ao); err != nil {
 			return err
 		}
 		fmt.Println("report:", ao.Report)
+	}
+	if *suite == "all" || *suite == "placement" {
+		if err := bench.RunPlacement(ctx, po); err != nil {
+			return err
+		}
+		fmt.Println("report:", po.Report)
 	}
 	return nil
 }

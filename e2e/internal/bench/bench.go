@@ -173,12 +173,16 @@ func (e *env) logf(format string, args ...any) {
 }
 
 // start starts a fresh platform for controller tr and the bench's clients to it; stop
-// ends the bench's watches and stops the platform. name names its log.
-func start(ctx context.Context, o Options, tr platform.Trainer, name string, audit bool) (*env, func(), error) {
+// ends the bench's watches and stops the platform. name names its log; tweaks change the
+// platform's configuration.
+func start(ctx context.Context, o Options, tr platform.Trainer, name string, audit bool, tweaks ...func(*platform.Config)) (*env, func(), error) {
 	cfg := platform.DefaultConfig(o.Root)
 	cfg.Trainer, cfg.Controller, cfg.PodsPerNode, cfg.WithoutKilnAPIServer, cfg.WithoutTracing = tr, o.Budget, o.PodsPerNode, true, true
 	// The scenarios run on the KWOK fleet; a real node would only take the apiserver's time.
 	cfg.RealNodes = 0
+	for _, t := range tweaks {
+		t(&cfg)
+	}
 	if audit {
 		cfg.AuditNamespaces = []string{queueNamespace}
 	}

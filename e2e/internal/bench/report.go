@@ -133,6 +133,10 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	row("Peak RSS over the timed scenarios", func(r *runResult) (float64, bool) { return float64(r.PeakRSS) / (1 << 20), r.PeakRSS != 0 }, " MiB", 0, false)
 	row("CPU time over the timed scenarios", func(r *runResult) (float64, bool) { return r.CPU.Seconds(), r.CPU != 0 }, " s", 1, false)
 	w("")
+	w("Measured apart: Kiln's API server against direct Kubernetes calls in [benchmarks-api.md](benchmarks-api.md)")
+	w("(`make bench-api`), gang jobs through Kueue with and without topology-aware scheduling in")
+	w("[benchmarks-placement.md](benchmarks-placement.md) (`make bench-placement`).")
+	w("")
 
 	w("## Writes per TrainJob lifecycle, by resource")
 	w("")

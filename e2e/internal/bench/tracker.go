@@ -228,3 +228,20 @@ func (t *tracker) recreatedJobSets(ns string) int {
 	}
 	return n
 }
+
+// admittedAt is when the Workload of TrainJob k was first seen admitted.
+func (t *tracker) admittedAt(k types.NamespacedName) (time.Time, bool) {
+	return t.at(t.admittedSeen, k)
+}
+
+// jobSetResumedAt is when the JobSet of TrainJob k was first seen running.
+func (t *tracker) jobSetResumedAt(k types.NamespacedName) (time.Time, bool) {
+	return t.at(t.jobSetResumed, k)
+}
+
+func (t *tracker) at(m map[types.NamespacedName]time.Time, k types.NamespacedName) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := m[k]
+	return at, ok
+}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/runtimes"
@@ -34,13 +37,7 @@ func boundPods(pods []corev1.Pod) int {
 var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 	It("binds no pod of a gang until every pod of it fits, then binds them all", func(ctx context.Context) {
 		ns := newNamespace(ctx, "gang")
-		crt, err := runtimes.ClusterTrainingRuntime("torch-distributed")
-		Expect(err).NotTo(HaveOccurred())
-		spec := crt.Spec.DeepCopy()
-		spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
-			Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](10)},
-		}}
-		Expect(k8s.Create(ctx, &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: ns}, Spec: *spec})).To(Succeed())
+		gangRuntime(ctx, ns)
 		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
 
 		By("filling 3 of the 4 on-demand GPU nodes")
@@ -51,8 +48,7 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 
 		By("submitting a 2-node gang: one node is free, so none of its pods may be bound")
-		gang := torchJob(ns, "gang", 2).ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(long).Obj()
-		gang.Spec.RuntimeRef = trainer.RuntimeRef{Name: "gang", Kind: ptr.To(trainer.TrainingRuntimeKind)}
+		gang := gangJob(ns, "gang", 2).ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(long).Obj()
 		Expect(k8s.Create(ctx, gang)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			pg := &unstructured.Unstructured{}
@@ -77,7 +73,166 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		Expect(k8s.Delete(ctx, gang)).To(Succeed())
 	})
+
+	It("holds a 16-pod gang whole on a fleet 90% full of small jobs, even one GPU short, then binds all of it", func(ctx context.Context) {
+		ns := newNamespace(ctx, "gang-fleet")
+		gangRuntime(ctx, ns)
+		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
+		const small = 29 // of the on-demand pool's 4 × 8 GPUs: 90%
+
+		By("filling 29 of the on-demand pool's 32 GPUs with one-GPU jobs")
+		for i := range small {
+			Expect(k8s.Create(ctx, torchJob(ns, fmt.Sprintf("small-%02d", i), 1).ResourcesPerNode(gpusPerNode("1", "")).RuntimePatch(long).Obj())).To(Succeed())
+		}
+		Eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(boundPods(pods.Items)).To(Equal(small))
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		By("a gang of 16 one-GPU pods, with 3 GPUs free: none of its pods is bound")
+		Expect(k8s.Create(ctx, gangJob(ns, "gang", 16).ResourcesPerNode(gpusPerNode("1", "")).RuntimePatch(long).Obj())).To(Succeed())
+		Eventually(ctx, func(g Gomega) { g.Expect(podsOf(ctx, g, ns, "gang")).To(HaveLen(16)) }).WithTimeout(time.Minute).Should(Succeed())
+		noneBound := func(g Gomega) {
+			g.Expect(boundPods(podsOf(ctx, g, ns, "gang"))).To(BeZero(), "a pod of the gang bound while the whole gang cannot be")
+		}
+		Consistently(ctx, noneBound).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("12 small jobs finish: 15 GPUs free, one short of the gang: still none bound")
+		for i := range 12 {
+			Expect(k8s.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("small-%02d", i)}},
+				client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		}
+		// Longer than the PodGroup's 10 s schedule timeout, after the last of their pods is gone.
+		Eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(boundPods(pods.Items)).To(Equal(small - 12))
+			noneBound(g)
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Consistently(ctx, noneBound).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("one more finishes: the whole gang is bound, with the 16 small jobs left untouched")
+		Expect(k8s.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small-12"}})).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(boundPods(podsOf(ctx, g, ns, "gang"))).To(Equal(16))
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		for i := 13; i < small; i++ {
+			Expect(boundPods(podsOf(ctx, Default, ns, fmt.Sprintf("small-%02d", i)))).To(Equal(1))
+		}
+	})
+
+	It("preempts whole gangs for a higher-priority gang, never single pods of them", func(ctx context.Context) {
+		ns := newNamespace(ctx, "gang-preempt")
+		gangRuntime(ctx, ns)
+		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
+		// A ClusterQueue of its own over the on-demand pool's 32 GPUs, preempting lower priorities.
+		cq := kueueObject("ClusterQueue", "", ns)
+		Expect(yamlInto(fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: %[2]s
+      resources:
+      - {name: cpu, nominalQuota: "512"}
+      - {name: memory, nominalQuota: 4Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "32"}
+`, ns, platform.FlavorGPU), cq)).To(Succeed())
+		Expect(k8s.Create(ctx, cq)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
+		lq := kueueObject("LocalQueue", ns, "gangs")
+		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
+		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		for name, value := range map[string]int64{ns + "-low": 100, ns + "-high": 1000} {
+			pc := kueueObject("WorkloadPriorityClass", "", name)
+			pc.Object["value"] = value
+			Expect(k8s.Create(ctx, pc)).To(Succeed())
+			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, pc))).To(Succeed()) })
+		}
+
+		By("4 low-priority gangs of 2 pods × 4 GPUs take the queue's 32 GPUs")
+		lows := []string{"low-0", "low-1", "low-2", "low-3"}
+		for _, name := range lows {
+			Expect(k8s.Create(ctx, gangJob(ns, name, 2).Label(labelQueue, "gangs").Label(trainer.KueuePriorityClassLabel, ns+"-low").
+				ResourcesPerNode(gpusPerNode("4", "")).RuntimePatch(long).Obj())).To(Succeed())
+		}
+		uids := map[string][]string{}
+		Eventually(ctx, func(g Gomega) {
+			for _, name := range lows {
+				pods := podsOf(ctx, g, ns, name)
+				g.Expect(boundPods(pods)).To(Equal(2), name)
+				uids[name] = podUIDs(pods)
+			}
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		By("a high-priority gang of 4 pods × 4 GPUs: Kueue evicts two whole gangs for it")
+		Expect(k8s.Create(ctx, gangJob(ns, "high", 4).Label(labelQueue, "gangs").Label(trainer.KueuePriorityClassLabel, ns+"-high").
+			ResourcesPerNode(gpusPerNode("4", "")).RuntimePatch(long).Obj())).To(Succeed())
+		var evicted, kept []string
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(boundPods(podsOf(ctx, g, ns, "high"))).To(Equal(4))
+			evicted, kept = nil, nil
+			for _, name := range lows {
+				wls := workloadsOf(ctx, g, ns, getTrainJob(ctx, g, ns, name).UID)
+				g.Expect(wls).To(HaveLen(1))
+				if conditionStatus(&wls[0], "Evicted") == "True" {
+					g.Expect(conditionField(&wls[0], "Evicted", "reason")).To(Equal("Preempted"))
+					g.Expect(podsOf(ctx, g, ns, name)).To(BeEmpty(), "%s: an evicted gang keeps no pod", name)
+					evicted = append(evicted, name)
+				} else {
+					kept = append(kept, name)
+				}
+			}
+			g.Expect(evicted).To(HaveLen(2), "two gangs free the 16 GPUs the high one needs")
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		for _, name := range kept {
+			pods := podsOf(ctx, Default, ns, name)
+			Expect(boundPods(pods)).To(Equal(2), "%s kept both its pods", name)
+			Expect(podUIDs(pods)).To(Equal(uids[name]), "%s: no pod of a kept gang was evicted or replaced", name)
+		}
+		if os.Getenv("KILN_CONFIG") != "" {
+			letCLIUserIn(ctx, ns)
+			out, errOut, code := kilnCLI("", "describe", evicted[0], "-n", ns)
+			Expect(code).To(Equal(0), errOut)
+			Expect(out).To(MatchRegexp(`State:\s+Queued \(Preempted\)`))
+		}
+	})
 })
+
+// gangRuntime creates the TrainingRuntime "gang" in ns: torch-distributed, gang-scheduled
+// by the coscheduling plugin with a 10 s schedule timeout.
+func gangRuntime(ctx context.Context, ns string) {
+	GinkgoHelper()
+	crt, err := runtimes.ClusterTrainingRuntime("torch-distributed")
+	Expect(err).NotTo(HaveOccurred())
+	spec := crt.Spec.DeepCopy()
+	spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
+		Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](10)},
+	}}
+	Expect(k8s.Create(ctx, &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: ns}, Spec: *spec})).To(Succeed())
+}
+
+// gangJob is a torch job of nodes pods on the namespace's runtime "gang".
+func gangJob(ns, name string, nodes int32) *kilntesting.TrainJobWrapper {
+	return torchJob(ns, name, nodes).RuntimeRef(trainer.TrainingRuntimeKind, "gang")
+}
+
+// podUIDs are the pods' UIDs, sorted.
+func podUIDs(pods []corev1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, string(p.UID))
+	}
+	slices.Sort(out)
+	return out
+}
 
 // nodeLabels are the labels of the nodes the pods are bound to.
 func nodeLabels(ctx context.Context, g Gomega, pods []corev1.Pod, label string) []string {
