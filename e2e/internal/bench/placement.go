@@ -377,12 +377,17 @@ func writePlacementReport(o PlacementOptions, cfg platform.Config, results []pla
 	row(fmt.Sprintf("Admission to all pods bound, p50 (%d gang jobs)", o.Jobs), ms(50), " ms", 0)
 	row("Admission to all pods bound, p90", ms(90), " ms", 0)
 	row("Admission to all pods bound, p99", ms(99), " ms", 0)
-	of := func(pick func(placementRun) []time.Duration) func(placementRun) float64 {
-		return func(r placementRun) float64 { return float64(percentile(pick(r), 50).Milliseconds()) }
+	of := func(p float64, pick func(placementRun) []time.Duration) func(placementRun) float64 {
+		return func(r placementRun) float64 { return float64(percentile(pick(r), p).Milliseconds()) }
 	}
-	row("… of which to the TrainJob unsuspended (Kueue), p50", of(func(r placementRun) []time.Duration { return r.Unsuspended }), " ms", 0)
-	row("… to its JobSet running (Kiln), p50", of(func(r placementRun) []time.Duration { return r.Resumed }), " ms", 0)
-	row("… to the last pod created (JobSet's and the Job controller's), p50", of(func(r placementRun) []time.Duration { return r.Created }), " ms", 0)
+	unsuspended := func(r placementRun) []time.Duration { return r.Unsuspended }
+	resumed := func(r placementRun) []time.Duration { return r.Resumed }
+	created := func(r placementRun) []time.Duration { return r.Created }
+	for _, p := range []float64{50, 90} {
+		row(fmt.Sprintf("… of which admission to the TrainJob unsuspended (Kueue), p%g", p), of(p, unsuspended), " ms", 0)
+		row(fmt.Sprintf("… to its JobSet running (Kiln), p%g", p), of(p, resumed), " ms", 0)
+		row(fmt.Sprintf("… to the last pod created (JobSet's and the Job controller's), p%g", p), of(p, created), " ms", 0)
+	}
 	row(fmt.Sprintf("First submit to the last job's pods all bound (%d jobs in waves)", o.Jobs), func(r placementRun) float64 { return r.Makespan.Seconds() }, " s", 1)
 	row("Jobs whose pods were bound in more than one rack", func(r placementRun) float64 { return float64(r.Spread) }, "", 0)
 	row("Jobs never bound whole", func(r placementRun) float64 { return float64(r.Unbound) }, "", 0)
