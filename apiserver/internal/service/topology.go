@@ -91,7 +91,8 @@ func nodeLabels(ctx context.Context, k *kube.Clients) func(string) map[string]st
 func (v *views) placement(ctx context.Context, tj *trainer.TrainJob, rel *view.Related) {
 	wl := rel.Workload
 	asks := view.TopologyOf(tj, nil) != nil
-	if !asks && (wl == nil || len(wl.PodSets) == 0) {
+	// Without Kueue's API nothing places by topology (and its kinds are not cached).
+	if !v.kube.Kueue() || (!asks && (wl == nil || len(wl.PodSets) == 0)) {
 		return
 	}
 	var topology string
