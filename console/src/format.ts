@@ -50,3 +50,29 @@ export function metricValue(v: string): string {
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return n.toExponential(2);
   return n.toPrecision(4).replace(/\.?0+$/, "");
 }
+
+/**
+ * Where Kueue's topology-aware scheduling put each pod set of a job, as kiln describe says it:
+ * "node: 4 pods in block b0, rack b0-r1" (its nodes are in the pods' table), or across how many
+ * domains of a level ("2 racks (b0-r1, b1-r0)").
+ */
+export function placements(p: v1.Placement | undefined): string[] {
+  if (!p) return [];
+  const levels = p.levels;
+  return p.podSets.map((ps) => {
+    const where: string[] = [];
+    levels.forEach((l, i) => {
+      if (i === levels.length - 1 && levels.length > 1) return;
+      const values = [...new Set(ps.domains.map((d) => d.values[i] ?? "").filter((v) => v))];
+      if (values.length === 1) where.push(`${l.name} ${values[0]}`);
+      else if (values.length > 1) where.push(`${values.length} ${l.name}s (${values.join(", ")})`);
+    });
+    return `${ps.name}: ${ps.count} pods${where.length ? ` in ${where.join(", ")}` : ""}`;
+  });
+}
+
+/** What topology a job asks for: "one rack, required" ("" for none). */
+export function topologyAsked(t: v1.TopologyRequest | undefined): string {
+  if (!t?.level) return "";
+  return `one ${t.level}, ${t.preferred ? "preferred" : "required"}`;
+}

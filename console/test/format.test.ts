@@ -1,8 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
 
 import { v1 } from "@kiln-ml/sdk/browser";
-import { age, duration, metricValue, stateName } from "../src/format.js";
+import { age, duration, metricValue, placements, stateName, topologyAsked } from "../src/format.js";
 
 test("durations as the CLI writes them", () => {
   assert.equal(duration(0), "0s");
@@ -29,4 +30,25 @@ test("metric values, short", () => {
   assert.equal(metricValue("0.0000123"), "1.23e-5");
   assert.equal(metricValue("2.50"), "2.5");
   assert.equal(metricValue("warmup"), "warmup");
+});
+
+test("where Kueue placed a job, as kiln describe says it", () => {
+  const levels = [
+    { name: "block", nodeLabel: "cloud.google.com/gce-topology-block" },
+    { name: "rack", nodeLabel: "cloud.google.com/gce-topology-subblock" },
+    { name: "host", nodeLabel: "kubernetes.io/hostname" },
+  ];
+  const p = create(v1.PlacementSchema, {
+    topology: "default",
+    levels,
+    podSets: [
+      { name: "node", count: 2, domains: [{ values: ["b0", "b0-r1", "n0"], pods: 1 }, { values: ["b0", "b0-r1", "n1"], pods: 1 }] },
+      { name: "spread", count: 3, domains: [{ values: ["b0", "b0-r1", "n0"], pods: 2 }, { values: ["", "", "gone"], pods: 1 }, { values: ["b1", "b1-r0", "n9"], pods: 1 }] },
+    ],
+  });
+  assert.deepEqual(placements(p), ["node: 2 pods in block b0, rack b0-r1", "spread: 3 pods in 2 blocks (b0, b1), 2 racks (b0-r1, b1-r0)"]);
+  assert.deepEqual(placements(undefined), []);
+  assert.equal(topologyAsked(create(v1.TopologyRequestSchema, { level: "rack" })), "one rack, required");
+  assert.equal(topologyAsked(create(v1.TopologyRequestSchema, { level: "block", preferred: true })), "one block, preferred");
+  assert.equal(topologyAsked(undefined), "");
 });

@@ -4,7 +4,7 @@ import { Code, ConnectError, v1 } from "@kiln-ml/sdk/browser";
 import { client, errorText, namespace } from "../api.js";
 import { MetricChart } from "../components/chart.js";
 import { Confirm } from "../components/confirm.js";
-import { age, duration, metricValue, stateName } from "../format.js";
+import { age, duration, metricValue, placements, stateName, topologyAsked } from "../format.js";
 
 type Series = { xs: number[]; ys: number[]; byStep: boolean };
 
@@ -276,11 +276,14 @@ function Summary({ job, now }: { job: v1.TrainJob; now: number }) {
   if (s?.deadlineTime) rows.push(["Deadline", dateOf(s.deadlineTime)!.toLocaleString()]);
   if (s?.ttlDeleteTime) rows.push(["Deleted at", dateOf(s.ttlDeleteTime)!.toLocaleString()]);
   if (q?.localQueue) rows.push(["Queue", `${q.localQueue}${q.admitted ? " (admitted)" : q.positionInLocalQueue ? ` (position ${q.positionInLocalQueue})` : ""}`]);
+  const asked = topologyAsked(job.spec?.topology);
+  if (asked) rows.push(["Topology", asked]);
+  for (const where of placements(s?.placement)) rows.push(["Placement", where]);
   if (s?.restarts?.count) rows.push(["Restarts", `${s.restarts.count}${s.restarts.lastReason ? ` (last: ${s.restarts.lastReason})` : ""}`]);
   return (
     <dl class="summary">
-      {rows.map(([k, v]) => (
-        <div key={k}>
+      {rows.map(([k, v], i) => (
+        <div key={`${k}-${i}`}>
           <dt>{k}</dt>
           <dd>{v}</dd>
         </div>
