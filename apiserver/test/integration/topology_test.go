@@ -61,9 +61,13 @@ var _ = Describe("Topology-aware placement", func() {
 	name := func(s string) string { return p.prefix() + "topo-" + s }
 
 	It("resolves a level of the queue's Topology into Kueue's pod set annotation, refuses one it lacks, and says where the job was placed", func(ctx SpecContext) {
+		// A namespace of its own: other specs list team-a's queues.
+		const ns = "team-tas"
+		createNamespace(ctx, ns)
+		bindNamespace(ctx, ns, "alice", "kiln-user", "team-a", "alice")
 		alice := p.as("alice")
-		tasQueue(ctx, "team-a")
-		teamQueue(ctx, "team-a", "team-queue")
+		tasQueue(ctx, ns)
+		teamQueue(ctx, ns, "team-queue")
 
 		By("a rack: Kueue's required-topology annotation on the trainer job, through a runtime patch")
 		job := newJob(name("rack"))
@@ -73,12 +77,12 @@ var _ = Describe("Topology-aware placement", func() {
 		// The server caches Kueue's objects: the queue just created may take a moment.
 		Eventually(ctx, func(g Gomega) {
 			res, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
-				Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}}))
+				Namespace: ns, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}}))
 			g.Expect(err).NotTo(HaveOccurred())
 			got = res.Msg.GetTrainJob()
 		}).Should(Succeed())
 		Expect(got.GetSpec().GetTopology()).To(And(HaveField("Level", "rack"), HaveField("NodeLabel", labelRack), HaveField("Preferred", false)))
-		tj, err := adminTrainJob(ctx, "team-a", name("rack"))
+		tj, err := adminTrainJob(ctx, ns, name("rack"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(tj.Spec.RuntimePatches).To(HaveLen(1))
 		patch := tj.Spec.RuntimePatches[0]
@@ -92,7 +96,7 @@ var _ = Describe("Topology-aware placement", func() {
 		job = newJob(name("block"))
 		job.Spec.Queue = "tas"
 		job.Spec.Topology = &kilnv1.TopologyRequest{Level: labelBlock, Preferred: true}
-		got = create(ctx, alice, "team-a", job)
+		got = create(ctx, alice, ns, job)
 		Expect(got.GetSpec().GetTopology()).To(And(HaveField("Level", "block"), HaveField("NodeLabel", labelBlock), HaveField("Preferred", true)))
 
 		By("refused, naming the field and the fix: a level the Topology lacks, a queue without one")
@@ -105,19 +109,19 @@ var _ = Describe("Topology-aware placement", func() {
 			job.Spec.Queue = tc.queue
 			job.Spec.Topology = &kilnv1.TopologyRequest{Level: tc.level}
 			_, err := alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
-				Namespace: "team-a", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}}))
+				Namespace: ns, Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: job}}))
 			Expect(connect.CodeOf(err)).To(Equal(connect.CodeInvalidArgument), tc.says)
 			Expect(fieldViolations(err)).To(ConsistOf("train_job.spec.topology.level"))
 			Expect(err.Error()).To(ContainSubstring(tc.says))
 		}
-		_, err = adminTrainJob(ctx, "team-a", name("refused"))
+		_, err = adminTrainJob(ctx, ns, name("refused"))
 		Expect(err).To(HaveOccurred(), "nothing was created")
 
 		By("where Kueue placed it: the hostnames of its assignment, with their nodes' block and rack")
 		wl := &unstructured.Unstructured{}
 		wl.SetAPIVersion("kueue.x-k8s.io/v1beta2")
 		wl.SetKind("Workload")
-		wl.SetNamespace("team-a")
+		wl.SetNamespace(ns)
 		wl.SetName("trainjob-" + name("rack") + "-1a2b3")
 		wl.SetLabels(map[string]string{trainer.KueueJobUIDLabel: string(tj.UID)})
 		wl.Object["spec"] = map[string]any{
@@ -145,7 +149,7 @@ var _ = Describe("Topology-aware placement", func() {
 		}
 		Expect(admin.Status().Update(ctx, wl)).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
-			res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("rack")}))
+			res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: ns, Name: name("rack")}))
 			g.Expect(err).NotTo(HaveOccurred())
 			pl := res.Msg.GetTrainJob().GetStatus().GetPlacement()
 			g.Expect(pl.GetTopology()).To(Equal("tas"))
