@@ -170,8 +170,20 @@ var _ = Describe("Tracing", func() {
 
 		By("submitting a queued job with the CLI exporting its spans, and waiting for it")
 		env := []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", cfg.OTLPPort)}
-		_, errOut, code := kilnCLIWith(env, "", "submit", "--runtime", "torch-distributed", "--name", name, "--nodes", "1", "--gpus-per-node", "1",
-			"--queue", "default", "--wait", "--timeout", "3m", "--", "torchrun", "train.py")
+		// Its pod runs 10 s: long enough that the operator sees it running on a loaded machine
+		// (with the platform's short default, a job can go from starting to complete between
+		// two of its reconciles).
+		manifest := fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: %s}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 1, command: [torchrun, train.py], resourcesPerNode: {limits: {nvidia.com/gpu: 1}}}
+  runtimePatches:
+  - manager: e2e.kiln.dev/simulation
+    trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {metadata: {annotations: {%s: 10s}}}}}}]}}}
+`, name, platform.AnnotationSimDuration)
+		_, errOut, code := kilnCLIWith(env, manifest, "submit", "-f", "-", "--queue", "default", "--wait", "--timeout", "3m")
 		Expect(code).To(Equal(0), errOut)
 
 		By("finding the CLI's root span, and in its trace the API server's and the operator's")
