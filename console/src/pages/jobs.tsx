@@ -90,6 +90,7 @@ export function JobsPage({ onUnauthenticated }: { onUnauthenticated: () => void 
         </div>
         <VirtualRows
           items={jobs}
+          id={(j) => j.name}
           rowHeight={ROW}
           label="Jobs"
           row={(j) => {

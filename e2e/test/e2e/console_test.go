@@ -130,6 +130,25 @@ func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
 	Expect(err).NotTo(HaveOccurred(), "the page says:\n%s\nproblems so far: %q", b.page(), b.Problems(func(string) bool { return false }))
 }
 
+// click clicks the first element matching sel, as a user's mouse does. The console re-renders a list or a page
+// when a watch event arrives, so the element found may be replaced before the click reaches it ("node is detached"):
+// a user would click the new one, and so does click, until the action's deadline.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for {
+			_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("clicking %s: %w", sel, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
 // page is the page's URL and text, for a failure's message.
 func (b *browser) page() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -219,13 +238,13 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 
 		By("refusing a bad token with the server's reason")
 		b.do(chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"),
-			chromedp.Click(chromedp.CSS(`button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(".login .error")))
+			click(`button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS(".login .error")))
 		Expect(b.text(".login .error")).To(ContainSubstring("refused this token"))
 		b.screenshot(root, "login")
 
 		By("signing in with the demo user's token")
 		b.do(chromedp.SetValue(chromedp.CSS("#token"), kc.Token),
-			chromedp.Click(chromedp.CSS(`button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(".jobs h1")))
+			click(`button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS(".jobs h1")))
 		Eventually(func() string { return b.text(".jobs h1 .count") }).WithTimeout(20 * time.Second).ShouldNot(ContainSubstring("loading"))
 		Expect(b.eval(`sessionStorage.getItem("kiln.token") !== null && !location.href.includes("kiln.token")`)).To(BeTrue(), "the token is in the session, not the URL")
 
@@ -247,10 +266,11 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		Expect(b.accessibility(root)).To(BeEmpty(), "axe-core on the jobs page")
 
 		By("opening the job: its state, its steps and its logs")
-		b.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/jobs/%s"]`, name))), chromedp.WaitVisible(chromedp.CSS(".job h1")))
+		b.do(click(fmt.Sprintf(`a[href="#/jobs/%s"]`, name)), chromedp.WaitVisible(chromedp.CSS(".job h1")))
+		Expect(b.text(".job h1")).To(ContainSubstring(name), "the page of the job clicked")
 		Eventually(func() string { return b.text(".job .title .state") }).WithTimeout(60 * time.Second).Should(Equal("Running"))
 		b.do(chromedp.WaitVisible(chromedp.CSS(`.log[aria-label="Logs"]`)))
-		b.do(chromedp.Click(chromedp.CSS(`[role="tab"][data-tab="pods"]`)), chromedp.WaitVisible(chromedp.CSS("table.plain")))
+		b.do(click(`[role="tab"][data-tab="pods"]`), chromedp.WaitVisible(chromedp.CSS("table.plain")))
 		Expect(b.text("table.plain")).To(ContainSubstring("node"))
 		if os.Getenv(platform.EnvInstall) != string(platform.InstallChart) {
 			By("drawing its progress and its loss curve as its trainer reports")
@@ -268,18 +288,18 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		Expect(b.accessibility(root)).To(BeEmpty(), "axe-core on the job's page")
 
 		By("suspending it from the page: kiln get sees it")
-		b.do(chromedp.Click(chromedp.CSS(`button[data-action="suspend"]`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
-			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)))
+		b.do(click(`button[data-action="suspend"]`), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
+			click(`dialog[open] button[data-confirm]`))
 		Eventually(func() string { out, _, _ := kilnCLI("", "get", name); return out }).WithTimeout(30 * time.Second).Should(ContainSubstring("Suspended"))
 		Eventually(func() string { return b.text(".job .title .state") }).WithTimeout(10 * time.Second).Should(Equal("Suspended"))
 
 		By("resuming it from the page")
-		b.do(chromedp.Click(chromedp.CSS(`button[data-action="resume"]`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
-			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)))
+		b.do(click(`button[data-action="resume"]`), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
+			click(`dialog[open] button[data-confirm]`))
 		Eventually(func() string { out, _, _ := kilnCLI("", "get", name); return out }).WithTimeout(30 * time.Second).ShouldNot(ContainSubstring("Suspended"))
 
 		By("in the dark theme, and on a phone-width screen")
-		b.do(chromedp.Click(chromedp.CSS(`button[data-action="theme"]`)))
+		b.do(click(`button[data-action="theme"]`))
 		Eventually(func() bool { return b.eval(`document.documentElement.dataset.theme === "dark"`) }).Should(BeTrue())
 		Expect(b.accessibility(root)).To(BeEmpty(), "axe-core in the dark theme")
 		b.screenshot(root, "job-dark")
@@ -300,12 +320,12 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		Eventually(func() bool { return b.eval(fmt.Sprintf(`!!document.querySelector(%q)`, schedRow)) }).
 			WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "the schedule is listed")
 		Expect(b.text(schedRow)).To(ContainSubstring("(Europe/Berlin)"), "its next run, in its time zone")
-		b.do(chromedp.Click(chromedp.CSS(schedRow+` button[data-action="trigger"]`)), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
-			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm]`)), chromedp.WaitVisible(chromedp.CSS(".job h1")))
+		b.do(click(schedRow+` button[data-action="trigger"]`), chromedp.WaitVisible(chromedp.CSS("dialog[open]")),
+			click(`dialog[open] button[data-confirm]`), chromedp.WaitVisible(chromedp.CSS(".job h1")))
 		Expect(b.text(".job h1")).To(HavePrefix(sched + "-m"))
 		run := b.text(".job h1")
 		b.do(chromedp.Navigate(base+"/#/schedules"), chromedp.WaitVisible(chromedp.CSS(schedRow+` button[aria-expanded]`)),
-			chromedp.Click(chromedp.CSS(schedRow+` button[aria-expanded]`)), chromedp.WaitVisible(chromedp.CSS(`ul.runs`)))
+			click(schedRow+` button[aria-expanded]`), chromedp.WaitVisible(chromedp.CSS(`ul.runs`)))
 		Expect(b.text("ul.runs")).To(ContainSubstring(run))
 
 		By("not showing another team's jobs")
