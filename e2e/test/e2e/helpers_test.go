@@ -48,9 +48,11 @@ func strayListeners() ([]string, error) {
 	return bad, nil
 }
 
-// smallQueue creates a ClusterQueue with one GPU node's quota (8 GPUs), for namespace ns
-// only, and the LocalQueue "queue" in ns pointing at it.
-func smallQueue(ctx context.Context, ns string) {
+// namespaceQueue creates a ClusterQueue named ns that admits namespace ns only, with gpus GPUs of flavor
+// (CPU and memory never the limit) and preemption of lower priorities within it, and the LocalQueue local in
+// ns pointing at it. A spec's own ClusterQueue also keeps it clear of Kueue's memory of workloads that did not fit
+// (SchedulingEquivalenceHashing remembers their shape per ClusterQueue, across namespaces).
+func namespaceQueue(ctx context.Context, ns, local, flavor string, gpus int) {
 	GinkgoHelper()
 	cq := kueueObject("ClusterQueue", "", ns)
 	Expect(yamlInto(fmt.Sprintf(`
@@ -60,20 +62,25 @@ metadata: {name: %[1]s}
 spec:
   namespaceSelector:
     matchLabels: {kubernetes.io/metadata.name: %[1]s}
-  preemption:
-    withinClusterQueue: LowerPriority
+  preemption: {withinClusterQueue: LowerPriority}
   resourceGroups:
   - coveredResources: [cpu, memory, nvidia.com/gpu]
     flavors:
-    - name: gpu
+    - name: %[2]s
       resources:
-      - {name: cpu, nominalQuota: "32"}
-      - {name: memory, nominalQuota: 256Gi}
-      - {name: nvidia.com/gpu, nominalQuota: "8"}
-`, ns), cq)).To(Succeed())
+      - {name: cpu, nominalQuota: "512"}
+      - {name: memory, nominalQuota: 4Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "%[3]d"}
+`, ns, flavor, gpus), cq)).To(Succeed())
 	Expect(k8s.Create(ctx, cq)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
-	lq := kueueObject("LocalQueue", ns, "queue")
+	lq := kueueObject("LocalQueue", ns, local)
 	Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
 	Expect(k8s.Create(ctx, lq)).To(Succeed())
+}
+
+// smallQueue is namespaceQueue with one GPU node's quota (8 GPUs), as LocalQueue "queue".
+func smallQueue(ctx context.Context, ns string) {
+	GinkgoHelper()
+	namespaceQueue(ctx, ns, "queue", platform.FlavorGPU, 8)
 }

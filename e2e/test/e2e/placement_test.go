@@ -127,29 +127,7 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		gangRuntime(ctx, ns)
 		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
 		// A ClusterQueue of its own over the on-demand pool's 32 GPUs, preempting lower priorities.
-		cq := kueueObject("ClusterQueue", "", ns)
-		Expect(yamlInto(fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: %[1]s}
-spec:
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: %[1]s}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: %[2]s
-      resources:
-      - {name: cpu, nominalQuota: "512"}
-      - {name: memory, nominalQuota: 4Ti}
-      - {name: nvidia.com/gpu, nominalQuota: "32"}
-`, ns, platform.FlavorGPU), cq)).To(Succeed())
-		Expect(k8s.Create(ctx, cq)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
-		lq := kueueObject("LocalQueue", ns, "gangs")
-		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
-		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		namespaceQueue(ctx, ns, "gangs", platform.FlavorGPU, 32)
 		for name, value := range map[string]int64{ns + "-low": 100, ns + "-high": 1000} {
 			pc := kueueObject("WorkloadPriorityClass", "", name)
 			pc.Object["value"] = value
@@ -252,28 +230,7 @@ var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 		// ClusterQueue, the shape of a workload that did not fit (SchedulingEquivalenceHashing)
 		// and skips an identical one without evaluating it, even in another namespace, until
 		// the queue is retried.
-		cq := kueueObject("ClusterQueue", "", ns)
-		Expect(yamlInto(fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: %s}
-spec:
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: %s}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: %s
-      resources:
-      - {name: cpu, nominalQuota: "512"}
-      - {name: memory, nominalQuota: 4Ti}
-      - {name: nvidia.com/gpu, nominalQuota: "128"}
-`, ns, ns, platform.FlavorTAS), cq)).To(Succeed())
-		Expect(k8s.Create(ctx, cq)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cq))).To(Succeed()) })
-		lq := kueueObject("LocalQueue", ns, "tas")
-		Expect(unstructured.SetNestedField(lq.Object, ns, "spec", "clusterQueue")).To(Succeed())
-		Expect(k8s.Create(ctx, lq)).To(Succeed())
+		namespaceQueue(ctx, ns, "tas", platform.FlavorTAS, 128)
 		inOneRack := podPatch("node", map[string]string{
 			"kueue.x-k8s.io/podset-required-topology": platform.LabelTopologyRack,
 			platform.AnnotationSimDuration:            "10m",
