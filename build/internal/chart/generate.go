@@ -183,7 +183,9 @@ func operatorRBAC(root string) ([]byte, error) {
 
 // webhooks are the operator's webhook configurations, pointed at its Service in the release
 // namespace. Their names are fixed: the operator injects its CA into them by name. With
-// cert-manager, cert-manager's CA injector does it.
+// cert-manager, cert-manager's CA injector does it. On an upgrade they carry the CA of the
+// operator's Secret from the start, so that a configuration the upgrade creates (or renames)
+// admits at once, before the new operator injects it.
 func webhooks(root string) ([]byte, error) {
 	objs, err := read(root, "operator/config/webhook/manifests.yaml")
 	if err != nil {
@@ -199,6 +201,9 @@ func webhooks(root string) ([]byte, error) {
 			if err := unstructured.SetNestedField(m, fullname+"-webhook", "clientConfig", "service", "name"); err != nil {
 				return nil, err
 			}
+			if err := unstructured.SetNestedField(m, "__CA_BUNDLE__", "clientConfig", "caBundle"); err != nil {
+				return nil, err
+			}
 		}
 		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
 			return nil, err
@@ -212,7 +217,11 @@ func webhooks(root string) ([]byte, error) {
 	inject := `{{- if eq .Values.operator.webhook.certManagement "cert-manager" }}
     cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "kiln.fullname" . }}-webhook
     {{- end }}`
-	return bytes.ReplaceAll(data, []byte(`    __CERT_MANAGER__: ""`), []byte("    "+inject)), nil
+	data = bytes.ReplaceAll(data, []byte(`    __CERT_MANAGER__: ""`), []byte("    "+inject))
+	caBundle := `{{- with include "kiln.webhookCABundle" . }}
+    caBundle: {{ . }}
+    {{- end }}`
+	return bytes.ReplaceAll(data, []byte(`    caBundle: __CA_BUNDLE__`), []byte("    "+caBundle)), nil
 }
 
 // apiserverRBAC is the API server's ClusterRole (from its markers) and the users' roles.

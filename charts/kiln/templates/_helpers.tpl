@@ -120,3 +120,16 @@ env:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The CA bundle of the webhook configurations: the CA in the operator's certificate Secret, when it exists
+(an upgrade), so that a configuration the upgrade creates or renames is trusted before the new operator injects
+it. Empty on a first install (the operator injects it once it has made its CA) and with cert-manager (whose
+injector does). */}}
+{{- define "kiln.webhookCABundle" -}}
+{{- if ne .Values.operator.webhook.certManagement "cert-manager" -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (printf "%s-webhook-certs" (include "kiln.fullname" .)) -}}
+{{- if $secret -}}
+{{- index ($secret.data | default dict) "ca.crt" | default "" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
@@ -85,6 +88,12 @@ func (p *Platform) kilnUp(ctx context.Context, cs *cluster.Clients) error {
 	if err := cs.Apply(ctx, hooks...); err != nil {
 		return fmt.Errorf("registering Kiln's webhooks: %w", err)
 	}
+	// Earlier builds named the mutating configuration so that it came before Kueue's; on a
+	// platform they installed it would call the defaulter a second time.
+	mwc := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
+	if err := cs.Dyn.Resource(mwc).Delete(ctx, legacyMutatingConfiguration, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the webhook configuration of earlier builds, %s: %w", legacyMutatingConfiguration, err)
+	}
 	rts, err := runtimes.ClusterTrainingRuntimes()
 	if err != nil {
 		return err
@@ -108,6 +117,9 @@ func (p *Platform) kilnUp(ctx context.Context, cs *cluster.Clients) error {
 	}
 	return p.apiServerUp(ctx, cs)
 }
+
+// legacyMutatingConfiguration is the name earlier builds gave the defaulter's configuration.
+const legacyMutatingConfiguration = "kiln-trainjob-defaulter"
 
 // operatorWebhooks are the operator's webhook configurations, generated from its markers
 // (operator/config/webhook, the same the chart installs), pointed at its local address.

@@ -251,7 +251,7 @@ func killOperatorPods() (start func(context.Context)) {
 // the spec ends.
 func webhooksFailOpen(ctx context.Context) {
 	policy := func(p string) {
-		for _, kind := range []string{"mutatingwebhookconfiguration/kiln-trainjob-defaulter", "validatingwebhookconfiguration/kiln-trainjob-validator"} {
+		for _, kind := range []string{"mutatingwebhookconfiguration/trainjob-defaulter.kiln.dev", "validatingwebhookconfiguration/kiln-trainjob-validator"} {
 			// Every webhook of the configuration (the validator's also serves CronTrainJobs).
 			names, err := kubectl("", "get", kind, "-o", `jsonpath={range .webhooks[*]}{.name}{"\n"}{end}`)
 			Expect(err).NotTo(HaveOccurred(), names)

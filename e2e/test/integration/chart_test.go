@@ -145,7 +145,7 @@ var _ = Describe("The Helm chart", func() {
 		svc := find(objs, "Service", "kiln-webhook")
 		// The operator's constants name the same (operator/internal/webhook's tests check them).
 		for kind, name := range map[string]string{
-			"MutatingWebhookConfiguration":   "kiln-trainjob-defaulter",
+			"MutatingWebhookConfiguration":   "trainjob-defaulter.kiln.dev",
 			"ValidatingWebhookConfiguration": "kiln-trainjob-validator",
 		} {
 			cfg := find(objs, kind, name)

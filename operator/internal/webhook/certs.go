@@ -28,9 +28,10 @@ type CertConfig struct {
 }
 
 // Names of Kiln's webhook configurations (as the Helm chart and the local platform create them).
+// The mutating one's name sorts after Kueue's (see the markers in trainjob_webhook.go).
 const (
 	ValidatingConfigurationName = "kiln-trainjob-validator"
-	MutatingConfigurationName   = "kiln-trainjob-defaulter"
+	MutatingConfigurationName   = "trainjob-defaulter.kiln.dev"
 )
 
 // The permissions of certificate management: its Secret, and the CA bundle of the webhook

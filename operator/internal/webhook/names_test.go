@@ -25,3 +25,13 @@ func TestConfigurationNamesMatchTheGeneratedManifests(t *testing.T) {
 		t.Errorf("not generated: %v", want)
 	}
 }
+
+// The apiserver calls mutating webhooks in the order of their configurations' names. Kueue's
+// webhook appends a runtime patch to every TrainJob; the defaulter must come after it to stamp
+// that patch in its one call (before it, Kueue's change would make the apiserver call it again).
+func TestTheDefaulterComesAfterKueuesWebhook(t *testing.T) {
+	const kueue = "kueue-mutating-webhook-configuration" // Kueue's config/components/webhook, as its chart names it
+	if MutatingConfigurationName <= kueue {
+		t.Errorf("the defaulter's configuration %q sorts before Kueue's %q: the apiserver would call it twice per TrainJob write", MutatingConfigurationName, kueue)
+	}
+}
