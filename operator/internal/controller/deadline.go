@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -59,27 +57,15 @@ func applyDeadline(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy trai
 		note: fmt.Sprintf("TrainJob was active for %ds, its activeDeadlineSeconds: deleting its JobSet", *policy.ActiveDeadlineSeconds)}
 }
 
-// deleteJobSetPastDeadline deletes the JobSet of a job that failed its deadline, once that
-// failure is stored: a TrainJob whose JobSet is gone but that is not yet known to have
-// failed would otherwise create it again.
-func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, js *jobsetv1alpha2.JobSet, st *trainer.TrainJobStatus) error {
+// deleteJobSetPastDeadline has the JobSet of a job that failed its deadline deleted (by the
+// stopper, in the background), once that failure is stored: a TrainJob whose JobSet is gone
+// but that is not yet known to have failed would otherwise create it again.
+func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, js *jobsetv1alpha2.JobSet, st *trainer.TrainJobStatus) {
 	c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed)
 	if js == nil || !js.DeletionTimestamp.IsZero() || c == nil || c.Status != metav1.ConditionTrue ||
 		(c.Reason != trainer.TrainJobDeadlineExceededReason && c.Reason != trainer.TrainJobProgressDeadlineExceededReason) {
-		return nil
+		return
 	}
-	start := time.Now()
-	err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	traceStep(ctx, "delete JobSet", start, client.IgnoreNotFound(err))
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the JobSet of a TrainJob past its deadline: %w", err)
-	}
-	// Its Jobs go too, now: the garbage collector would get to them only once it watches
-	// JobSets, which can take a while after JobSet is installed. The JobSet is already
-	// gone, so nothing recreates them; their pods get their grace period.
-	if err := r.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(js.Namespace),
-		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		return fmt.Errorf("deleting the Jobs of a TrainJob past its deadline: %w", err)
-	}
-	return nil
+	traceStep(ctx, "delete JobSet (handed to the stopper)", time.Now(), nil)
+	r.stopper.stop(ctx, js)
 }

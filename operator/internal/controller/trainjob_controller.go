@@ -74,6 +74,7 @@ type TrainJobReconciler struct {
 	batches   statusBatches
 	snapshots snapshotSpecs
 	retries   applyRetries
+	stopper   *jobSetStopper
 	// statusServer is where trainers report progress (trainer_status.go); cas, the
 	// namespaces holding its CA certificate.
 	statusServer StatusServer
@@ -93,7 +94,7 @@ func (r *TrainJobReconciler) WithAttemptLogs(keep bool) *TrainJobReconciler {
 // NewTrainJobReconciler returns a reconciler reading through the cached client c (and live
 // for what the cache cannot have yet), and recording events with rec.
 func NewTrainJobReconciler(c client.Client, live client.Reader, rec events.EventRecorder, clk clock.PassiveClock) *TrainJobReconciler {
-	return &TrainJobReconciler{client: c, live: live, recorder: rec, clock: clk}
+	return &TrainJobReconciler{client: c, live: live, recorder: rec, clock: clk, stopper: newJobSetStopper(c)}
 }
 
 // Reconcile fetches the TrainJob and hands it to reconcile.
@@ -186,12 +187,13 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 	if acts.deleteJobSet {
 		// The deadline fired and Failed is stored: the JobSet goes in the next reconcile, queued
 		// behind the other deadlines falling due now, so that under load every due job is
-		// marked failed first and none waits behind another's deletions.
+		// marked failed first.
 		return reconcile.Result{RequeueAfter: killDelay, Priority: ptr.To(killPriority)}, nil
 	}
-	if err := r.deleteJobSetPastDeadline(ctx, js, st); err != nil {
-		return reconcile.Result{}, err
-	}
+	// That reconcile hands the deletion to the stopper, which does it in the background, so
+	// that no worker waits on deletions while other deadlines fall due. A later reconcile
+	// that finds the JobSet still there (after a restart) asks again.
+	r.deleteJobSetPastDeadline(ctx, js, st)
 	if acts.restartPods {
 		if err := r.restartPods(ctx, js); err != nil {
 			return reconcile.Result{}, err
@@ -240,6 +242,7 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
+	r.stopper.ctx = ctx
 	if err := registerStateCollector(mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("registering the kiln_trainjobs metric: %w", err)
 	}

@@ -65,6 +65,8 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 func (h *harness) reconcile(tj *trainer.TrainJob) reconcile.Result {
 	h.t.Helper()
 	res, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tj)})
+	// What a reconcile handed to the stopper is done before the test looks.
+	h.r.stopper.wait()
 	if err != nil {
 		h.t.Fatalf("Reconcile: %v", err)
 	}
@@ -159,6 +161,9 @@ func TestReconcileDeadline(t *testing.T) {
 		t.Errorf("a second before the deadline (-want +got):\n%s", diff)
 	}
 
+	// The JobSet is deleted only once the failure is stored: a TrainJob whose JobSet is gone
+	// but that is not known to have failed would create it again.
+	h.r.stopper.client = failedFirst{Client: h.client, t: t, tj: client.ObjectKeyFromObject(tj)}
 	h.clock.SetTime(t0.Add(60 * time.Second))
 	res := h.reconcile(tj)
 	if diff := cmp.Diff(reconcile.Result{RequeueAfter: killDelay, Priority: ptr.To(killPriority)}, res); diff != "" {
@@ -170,9 +175,6 @@ func TestReconcileDeadline(t *testing.T) {
 	}
 	if diff := cmp.Diff(ptr.To(metav1.NewTime(t0.Add(60*time.Second))), got.Status.CompletionTime); diff != "" {
 		t.Errorf("completionTime (-want +got):\n%s", diff)
-	}
-	if h.jobSet(tj) == nil {
-		t.Error("JobSet deleted before the failure was stored and its reconcile requeued")
 	}
 	if diff := cmp.Diff([]string{"Warning " + trainer.TrainJobDeadlineExceededReason}, h.recorded()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -475,4 +477,21 @@ func TestReconcileJobSetRetriesBecomeVisible(t *testing.T) {
 	if diff := cmp.Diff(map[types.NamespacedName]int{}, h.r.retries.m, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("retries still counted after a success (-want +got):\n%s", diff)
 	}
+}
+
+// failedFirst refuses to delete a JobSet while its TrainJob is not stored as failed.
+type failedFirst struct {
+	client.Client
+	t  *testing.T
+	tj client.ObjectKey
+}
+
+func (f failedFirst) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if _, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+		tj := &trainer.TrainJob{}
+		if err := f.Get(ctx, f.tj, tj); err != nil || condition(tj, trainer.TrainJobFailed) != "True/"+trainer.TrainJobDeadlineExceededReason {
+			f.t.Errorf("JobSet %s deleted before its TrainJob's failure was stored (read: %v)", obj.GetName(), err)
+		}
+	}
+	return f.Client.Delete(ctx, obj, opts...)
 }

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// stopParallel is how many JobSet deletions the stopper has under way at once: enough to
+// spend the client's whole budget (200 requests/s) at a loaded apiserver's ~150 ms per request.
+const stopParallel = 32
+
+// stopRetry bounds the wait between attempts at a deletion the apiserver refused.
+const stopRetry = 10 * time.Second
+
+// jobSetStopper deletes the JobSets (and their Jobs) of jobs that failed their deadline,
+// outside the reconciles, up to stopParallel at once. In a reconcile, each deletion held one
+// of the controller's workers for two round trips: when a thousand deadlines fell due
+// together, pods were told to stop at the rate ten workers waited on the apiserver (1,000 in
+// 50 s on a loaded 2-core platform) rather than the rate the client's budget allows (5 s).
+// A deletion is retried until it succeeds or the JobSet is gone; the reconcile that asked
+// does not wait, and one that asks again while it is under way is a no-op.
+type jobSetStopper struct {
+	client client.Client
+	// ctx outlives the reconciles: the manager's (SetupWithManager), until then Background.
+	ctx   context.Context
+	slots chan struct{}
+
+	mu       sync.Mutex
+	underway map[types.UID]bool
+	// wg counts the deletions under way (tests wait for them).
+	wg sync.WaitGroup
+}
+
+func newJobSetStopper(c client.Client) *jobSetStopper {
+	return &jobSetStopper{client: c, ctx: context.Background(), slots: make(chan struct{}, stopParallel), underway: map[types.UID]bool{}}
+}
+
+// stop deletes js and its Jobs in the background, unless that is under way already.
+func (s *jobSetStopper) stop(ctx context.Context, js *jobsetv1alpha2.JobSet) {
+	s.mu.Lock()
+	if s.underway[js.UID] {
+		s.mu.Unlock()
+		return
+	}
+	s.underway[js.UID] = true
+	s.mu.Unlock()
+	log := klog.FromContext(ctx)
+	key, uid := client.ObjectKeyFromObject(js), js.UID
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.underway, uid)
+			s.mu.Unlock()
+		}()
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, stopRetry) {
+			err := s.delete(key, uid)
+			if err == nil {
+				return
+			}
+			log.Error(err, "Deleting the JobSet of a TrainJob past its deadline; retrying", "jobSet", key, "retryIn", wait)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+}
+
+// delete deletes the JobSet (that very one: its UID) and its Jobs, in one of the slots.
+func (s *jobSetStopper) delete(key client.ObjectKey, uid types.UID) error {
+	select {
+	case s.slots <- struct{}{}:
+	case <-s.ctx.Done():
+		return nil
+	}
+	defer func() { <-s.slots }()
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	err := s.client.Delete(ctx, js, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or the name is another JobSet's now (the precondition failed):
+		// nothing of this one is left to stop.
+		return nil
+	case err != nil:
+		return err
+	}
+	// Its Jobs go too, now: the garbage collector would get to them only once it watches
+	// JobSets, which can take a while after JobSet is installed. The JobSet is already
+	// gone, so nothing recreates them; their pods get their grace period.
+	return s.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(key.Namespace),
+		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: key.Name}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+}
+
+// wait returns once no deletion is under way.
+func (s *jobSetStopper) wait() { s.wg.Wait() }

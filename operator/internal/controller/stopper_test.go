@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+func stopperClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetv1alpha2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+}
+
+// The stopper deletes the JobSet and its Jobs once however often it is asked, and retries what
+// the apiserver refused. (That it deletes only that JobSet, by its UID, is the apiserver's
+// precondition, which the fake client does not check.)
+func TestStopperDeletesOnceAndRetries(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "js-1"}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "job"}}}
+	other := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "else-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "else"}}}
+	var deletes atomic.Int32
+	c := stopperClient(t, interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		if deletes.Add(1) == 1 {
+			return apierrors.NewServiceUnavailable("the apiserver is busy")
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}, js, job, other)
+	s := newJobSetStopper(c)
+	for range 3 {
+		s.stop(context.Background(), js)
+	}
+	s.wait()
+	if n := deletes.Load(); n != 2 {
+		t.Errorf("%d JobSet deletions, want 2: one refused, one retried, none for the repeated asks", n)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(js), &jobsetv1alpha2.JobSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the JobSet is still there: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("its Job is still there: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(other), &batchv1.Job{}); err != nil {
+		t.Errorf("another JobSet's Job was deleted: %v", err)
+	}
+
+}
+
+// Under way at most stopParallel at once, and all of them done.
+func TestStopperBoundsItsDeletions(t *testing.T) {
+	var now, most atomic.Int32
+	release := make(chan struct{})
+	c := stopperClient(t, interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return c.Delete(ctx, obj, opts...)
+	}})
+	s := newJobSetStopper(c)
+	for i := range 3 * stopParallel {
+		s.stop(context.Background(), &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js", UID: uidOf(i)}})
+	}
+	close(release)
+	s.wait()
+	if m := most.Load(); m > stopParallel {
+		t.Errorf("%d deletions at once, want at most %d", m, stopParallel)
+	}
+	if len(s.underway) != 0 {
+		t.Errorf("%d deletions still marked under way", len(s.underway))
+	}
+}
+
+func uidOf(i int) types.UID { return types.UID(fmt.Sprintf("js-%d", i)) }
