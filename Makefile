@@ -310,6 +310,12 @@ bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(B
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench --suite controllers $(BENCH_FLAGS)
 
+.PHONY: bench-quick
+bench-quick: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## The headline ratios in under 10 min: one run each of Kiln and upstream, throughput against the limit, webhooks, deadlines and TTLs; writes bin/bench-quick.md (make bench for the figures of record).
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite controllers --runs 1 --scenarios deadline,limit --report $(BIN)/bench-quick.md $(BENCH_FLAGS)
+	@sed -n '/^| figure/,/^$$/p' $(BIN)/bench-quick.md | grep -v ' — | — | — |'
+
 .PHONY: bench-api
 bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln's API server against direct Kubernetes calls (latency, requests/s, memory); writes docs/benchmarks-api.md (about 4 min).
 	$(PLATFORM) down
