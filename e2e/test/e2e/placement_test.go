@@ -223,6 +223,22 @@ func nodeLabels(ctx context.Context, g Gomega, pods []corev1.Pod, label string) 
 	return out
 }
 
+// boundInOneRack waits until all n pods of job are bound to nodes of one rack, and
+// returns that rack.
+func boundInOneRack(ctx context.Context, ns, job string, n int) string {
+	var rack string
+	Eventually(ctx, func(g Gomega) {
+		pods := podsOf(ctx, g, ns, job)
+		g.Expect(pods).To(HaveLen(n))
+		g.Expect(boundPods(pods)).To(Equal(n))
+		racks := nodeLabels(ctx, g, pods, platform.LabelTopologyRack)
+		g.Expect(racks).To(HaveEach(racks[0]), "every pod in one rack")
+		g.Expect(racks[0]).NotTo(BeEmpty())
+		rack = racks[0]
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return rack
+}
+
 var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 	It("places every pod of a rack-required job in one rack, and says why a job no rack holds waits", func(ctx context.Context) {
 		ns := newNamespace(ctx, "tas")
@@ -239,14 +255,7 @@ var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 		By("a job of 4 nodes, a rack's worth")
 		rack := torchJob(ns, "rack", 4).Label(labelQueue, "tas").ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(inOneRack).Obj()
 		Expect(k8s.Create(ctx, rack)).To(Succeed())
-		Eventually(ctx, func(g Gomega) {
-			pods := podsOf(ctx, g, ns, "rack")
-			g.Expect(pods).To(HaveLen(4))
-			g.Expect(boundPods(pods)).To(Equal(4))
-			racks := nodeLabels(ctx, g, pods, platform.LabelTopologyRack)
-			g.Expect(racks).To(HaveEach(racks[0]), "every pod in one rack")
-			g.Expect(racks[0]).NotTo(BeEmpty())
-		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		rackOf := boundInOneRack(ctx, ns, "rack", 4)
 		By("Kueue read the request from the job's pod template (Kiln renders the runtime patch)")
 		wls := workloadsOf(ctx, Default, ns, getTrainJob(ctx, Default, ns, "rack").UID)
 		Expect(wls).To(HaveLen(1))
@@ -256,7 +265,6 @@ var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 		By("kiln describe says which rack: Kueue's assignment of hostnames, with their nodes' block and rack")
 		letCLIUserIn(ctx, ns)
 		pods := podsOf(ctx, Default, ns, "rack")
-		rackOf := nodeLabels(ctx, Default, pods, platform.LabelTopologyRack)[0]
 		blockOf := nodeLabels(ctx, Default, pods, platform.LabelTopologyBlock)[0]
 		out, errOut, code := kilnCLI("", "describe", "rack", "-n", ns)
 		Expect(code).To(Equal(0), errOut)
@@ -292,14 +300,7 @@ var _ = Describe("Kueue topology-aware scheduling on the KWOK fleet", func() {
 		byRuntime := torchJob(ns, "by-runtime", 4).RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed-rack").Label(labelQueue, "tas").
 			ResourcesPerNode(gpusPerNode("8", "")).RuntimePatch(podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})).Obj()
 		Expect(k8s.Create(ctx, byRuntime)).To(Succeed())
-		Eventually(ctx, func(g Gomega) {
-			pods := podsOf(ctx, g, ns, "by-runtime")
-			g.Expect(pods).To(HaveLen(4))
-			g.Expect(boundPods(pods)).To(Equal(4))
-			racks := nodeLabels(ctx, g, pods, platform.LabelTopologyRack)
-			g.Expect(racks).To(HaveEach(racks[0]), "every pod in one rack")
-			g.Expect(racks[0]).NotTo(Equal(rackOf), "the first job holds that rack")
-		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(boundInOneRack(ctx, ns, "by-runtime", 4)).NotTo(Equal(rackOf), "the first job holds that rack")
 		wls = workloadsOf(ctx, Default, ns, getTrainJob(ctx, Default, ns, "by-runtime").UID)
 		podSets, _, _ = unstructured.NestedSlice(wls[0].Object, "spec", "podSets")
 		Expect(podSets).To(ContainElement(HaveKeyWithValue("topologyRequest", HaveKeyWithValue("preferred", platform.LabelTopologyRack))))
