@@ -355,7 +355,7 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kiln API server benchmark\n\n")
-	fmt.Fprintf(&b, "Written by `make bench-api` (`kiln-bench --suite api`) on %s, in %s; %s.\n\n", started.UTC().Format("2006-01-02"), took.Round(time.Second), machine())
+	fmt.Fprintf(&b, "%s\n\n", generatedBy("bench-api", started, took))
 	fmt.Fprintf(&b, "One user (the local platform's `kiln-demo` ServiceAccount token) does the same things through Kiln's API server "+
 		"(Connect protocol over HTTPS, HTTP/2) and directly against kube-apiserver (client-go, same token, same RBAC), on a fresh "+
 		"local platform per run. Creates: %d per path per run, one at a time, the paths taking turns (after 10 warm-up creates). "+

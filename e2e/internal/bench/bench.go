@@ -68,7 +68,9 @@ type Options struct {
 	Audit bool
 	// Report is the markdown report's path; plots go beside it.
 	Report string
-	Out    io.Writer
+	// MakeTarget is the make target the report says wrote it (bench, bench-quick).
+	MakeTarget string
+	Out        io.Writer
 }
 
 // DefaultOptions are what `make bench` runs.
@@ -81,8 +83,8 @@ func DefaultOptions(root string) Options {
 		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 10},
 		MemoryBudget: platform.ControllerBudget{QPS: 1000, Burst: 2000, Concurrency: 50},
 		PodsPerNode:  500, Audit: true,
-		Report: reportPath(root),
-		Out:    os.Stdout,
+		Report: reportPath(root), MakeTarget: "bench",
+		Out: os.Stdout,
 	}
 }
 
