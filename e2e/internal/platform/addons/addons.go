@@ -34,6 +34,13 @@ var kueueConversionCRDs = []string{
 // KueueFrameworks are the Kueue integrations the platform enables.
 var KueueFrameworks = []string{"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"}
 
+// KueueConcurrency is how many objects of each kind Kueue reconciles at once: the chart's
+// configuration (charts/kiln/values.yaml).
+var KueueConcurrency = map[string]int{
+	"TrainJob.trainer.kubeflow.org": 5, "JobSet.jobset.x-k8s.io": 5, "Job.batch": 5,
+	"Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5, "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1,
+}
+
 // KueueUser is the identity Kueue runs as, the one its in-cluster ServiceAccount has, so
 // that the operator can tell Kueue's writes apart as it does in a cluster.
 const KueueUser = "system:serviceaccount:kueue-system:kueue-controller-manager"
@@ -112,6 +119,9 @@ func (c Controllers) addons() []addon {
 			"metrics":                map[string]any{"bindAddress": "0"},
 			"health":                 map[string]any{"healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", c.KueueHealth)},
 			"integrations":           map[string]any{"frameworks": KueueFrameworks},
+			// As the chart's (charts/kiln/values.yaml): Kueue's TrainJob and JobSet
+			// reconcilers default to one worker each.
+			"controller": map[string]any{"groupKindConcurrency": KueueConcurrency},
 			// The visibility API is an aggregated API server that needs an in-cluster Service.
 			"featureGates": map[string]any{"VisibilityOnDemand": false},
 		},
