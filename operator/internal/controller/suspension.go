@@ -45,11 +45,19 @@ func (r *TrainJobReconciler) activeSince(ctx context.Context, tj *trainer.TrainJ
 	if st.StartTime != nil || ptr.Deref(tj.Spec.Suspend, false) || finished(st) {
 		return nil
 	}
-	// Kueue's admission is exact; a plain resume is read from who wrote spec.suspend.
-	if t := r.admissionTime(ctx, tj); t != nil {
-		return t
+	return activeFrom(r.admissionTime(ctx, tj), unsuspendedAt(tj, r.clock.Now()))
+}
+
+// activeFrom is when a job became active: once Kueue admitted it (nil: not queued, or
+// unknown) and spec.suspend was last set to false (nil: unknown), whichever came later.
+// Kueue unsuspends a job it admitted within moments, unless its TrainJob reconciler has a
+// backlog: a chaos run saw jobs resumed minutes after their admission, whose deadlines,
+// counted from the admission, fired before any of their pods existed.
+func activeFrom(admitted, resumed *time.Time) *time.Time {
+	if admitted == nil || (resumed != nil && resumed.After(*admitted)) {
+		return resumed
 	}
-	return unsuspendedAt(tj, r.clock.Now())
+	return admitted
 }
 
 // admissionTime is when Kueue admitted a queued TrainJob (its Workload's Admitted

@@ -69,3 +69,23 @@ func TestUnsuspendedAt(t *testing.T) {
 		})
 	}
 }
+
+func TestActiveFromTheLaterOfAdmissionAndResume(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { return ptr.To(t0.Add(d)) }
+	cases := map[string]struct{ admitted, resumed, want *time.Time }{
+		"not queued: the resume":                                        {resumed: at(time.Minute), want: at(time.Minute)},
+		"resumed long after Kueue admitted it":                          {admitted: at(0), resumed: at(6 * time.Minute), want: at(6 * time.Minute)},
+		"spec.suspend last written before the admission: the admission": {admitted: at(time.Minute), resumed: at(0), want: at(time.Minute)},
+		"who resumed it is unknown: the admission":                      {admitted: at(time.Minute), want: at(time.Minute)},
+		"neither: nil (counts from now)":                                {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := activeFrom(tc.admitted, tc.resumed)
+			if (got == nil) != (tc.want == nil) || (got != nil && !got.Equal(*tc.want)) {
+				t.Fatalf("activeFrom = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
