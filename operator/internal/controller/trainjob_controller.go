@@ -249,6 +249,7 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&trainer.TrainJob{}, builder.WithPredicates(notProgressOnly{})).
+		Watches(&trainer.TrainJob{}, timersFirst(r.clock)).
 		Owns(&jobsetv1alpha2.JobSet{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime(trainer.TrainingRuntimeKind))).
