@@ -81,6 +81,14 @@ func run(rootFlag string, o chaos.Options, report bool) error {
 	return nil
 }
 
+// lateBound is how late a timer may act, restarts included, before the report lists it.
+const lateBound = 2 * time.Second
+
+// since is t from the run's start.
+func since(r *chaos.Result, t time.Time) time.Duration {
+	return t.Sub(r.Start).Round(100 * time.Millisecond)
+}
+
 func writeReport(path string, o chaos.Options, r *chaos.Result) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -94,6 +102,7 @@ func writeReport(path string, o chaos.Options, r *chaos.Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nThe latest `make chaos` run (seed %d, kills and submissions over %s; %s in all on a 2-core machine):\n\n", begin, o.Seed, o.Span, r.Took.Round(time.Second))
 	b.WriteString("| | |\n|---|---|\n")
+	late, inOutage := r.Late(lateBound)
 	kills := 0
 	var per []string
 	for _, c := range platform.Components {
@@ -109,9 +118,26 @@ func writeReport(path string, o chaos.Options, r *chaos.Result) error {
 		{"submissions through the API server (retries, replayed)", fmt.Sprintf("%d (%d, %d)", r.Submissions, r.SubmitRetries, r.Replayed)},
 		{"submissions lost / duplicated", fmt.Sprintf("%d / %d", r.Lost, r.Duplicated)},
 		{"invalid TrainJobs admitted", fmt.Sprintf("%d of %d tried", r.InvalidAdmitted, r.InvalidAttempts)},
+		{"deadlines: due (`startTime` + `activeDeadlineSeconds`) to `Failed` seen", chaos.Spread(r.Lags("deadline"))},
+		{"TTLs: due (`completionTime` + `ttlSecondsAfterFinished`) to the deletion seen", chaos.Spread(r.Lags("ttl"))},
+		{"time in Kueue's queue: created to `startTime`", chaos.Spread(r.Waits)},
+		{fmt.Sprintf("timers more than %s late (of them, due while the operator was down or starting)", lateBound), fmt.Sprintf("%d of %d (%d)", len(late), len(r.Timers), inOutage)},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
+	}
+	if len(late) > 0 {
+		b.WriteString("\nThe late timers (the operator's outages: killed at +s, ready again at +s, from the run's start):\n\n")
+		for _, t := range late[:min(len(late), 10)] {
+			fmt.Fprintf(&b, "- %s %s: due +%s, acted +%s (%s late)\n", t.Kind, t.Job, since(r, t.Due), since(r, t.Seen), t.Lag().Round(10*time.Millisecond))
+		}
+		var outs []string
+		for _, o := range r.Outages {
+			if o.Component == platform.ComponentOperator {
+				outs = append(outs, fmt.Sprintf("+%s–+%s", since(r, o.Down), since(r, o.Back)))
+			}
+		}
+		fmt.Fprintf(&b, "- the operator's outages: %s\n", strings.Join(outs, ", "))
 	}
 	b.WriteString(end)
 	text = text[:i] + b.String() + text[j+len(end):]

@@ -26,6 +26,7 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // APIOptions shape the API server benchmark: the same user doing the same things through
@@ -155,7 +156,7 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 		}
 	}
 	res.jobs = 2 * (o.Creates + warmup)
-	fmt.Fprintf(o.Out, "  create p99: API %s, direct %s\n", percentile(res.createAPI, 99), percentile(res.createDirect, 99))
+	fmt.Fprintf(o.Out, "  create p99: API %s, direct %s\n", stats.Percentile(res.createAPI, 99), stats.Percentile(res.createDirect, 99))
 
 	names := make([]string, 0, res.jobs)
 	for i := range o.Creates + warmup {
@@ -188,7 +189,7 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl cold %s, warm %s\n",
-		percentile(res.kilnList, 50), percentile(res.kubectlCold, 50), percentile(res.kubectlWarm, 50))
+		stats.Percentile(res.kilnList, 50), stats.Percentile(res.kubectlCold, 50), stats.Percentile(res.kubectlWarm, 50))
 	return res, nil
 }
 
@@ -330,7 +331,7 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 		decimals  int
 		compareAs string // "ratio" or "overhead"
 	}
-	ms := func(ds []time.Duration, p float64) float64 { return percentile(ds, p).Seconds() * 1000 }
+	ms := func(ds []time.Duration, p float64) float64 { return stats.Percentile(ds, p).Seconds() * 1000 }
 	rows := []row{
 		{"Create, p50", func(r *apiResult) float64 { return ms(r.createAPI, 50) }, func(r *apiResult) float64 { return ms(r.createDirect, 50) }, " ms", 1, "overhead"},
 		{"Create, p99", func(r *apiResult) float64 { return ms(r.createAPI, 99) }, func(r *apiResult) float64 { return ms(r.createDirect, 99) }, " ms", 1, "overhead"},

@@ -141,17 +141,6 @@ func parseWriteCounts(raw []byte) map[string]float64 {
 	return out
 }
 
-// percentile is the p-th percentile (nearest rank) of ds; 0 when empty.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
 func sumValues(m map[string]float64) float64 {
 	var t float64
 	for _, v := range m {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 	"github.com/prometheus/procfs"
 )
 
@@ -129,11 +130,11 @@ func TestPercentile(t *testing.T) {
 		ds = append(ds, time.Duration(i)*time.Millisecond)
 	}
 	for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
-		if got := percentile(ds, p); got != want {
+		if got := stats.Percentile(ds, p); got != want {
 			t.Errorf("p%v = %v, want %v", p, got, want)
 		}
 	}
-	if got := percentile(nil, 99); got != 0 {
+	if got := stats.Percentile(nil, 99); got != 0 {
 		t.Errorf("empty: %v", got)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // PlacementOptions shape the placement benchmark: gang-scheduled TrainJobs (a runtime with
@@ -113,7 +114,7 @@ func RunPlacement(ctx context.Context, o PlacementOptions) error {
 			res.Variant = v.name
 			results = append(results, res)
 			e.logf("placement %s, run %d: %d jobs bound, admission to all pods bound p50 %s p99 %s, last bound after %s; %d spread over racks, %d never bound (%s)",
-				v.name, run, len(res.Lags), percentile(res.Lags, 50), percentile(res.Lags, 99), res.Makespan.Round(100*time.Millisecond), res.Spread, res.Unbound,
+				v.name, run, len(res.Lags), stats.Percentile(res.Lags, 50), stats.Percentile(res.Lags, 99), res.Makespan.Round(100*time.Millisecond), res.Spread, res.Unbound,
 				time.Since(begin).Round(time.Second))
 		}
 	}
@@ -371,13 +372,13 @@ func writePlacementReport(o PlacementOptions, cfg platform.Config, results []pla
 		w("| %s | %s | %s |", name, cell(placementVariants[0].name, f, unit, decimals), cell(placementVariants[1].name, f, unit, decimals))
 	}
 	ms := func(p float64) func(placementRun) float64 {
-		return func(r placementRun) float64 { return float64(percentile(r.Lags, p).Milliseconds()) }
+		return func(r placementRun) float64 { return float64(stats.Percentile(r.Lags, p).Milliseconds()) }
 	}
 	row(fmt.Sprintf("Admission to all pods bound, p50 (%d gang jobs)", o.Jobs), ms(50), " ms", 0)
 	row("Admission to all pods bound, p90", ms(90), " ms", 0)
 	row("Admission to all pods bound, p99", ms(99), " ms", 0)
 	of := func(p float64, pick func(placementRun) []time.Duration) func(placementRun) float64 {
-		return func(r placementRun) float64 { return float64(percentile(pick(r), p).Milliseconds()) }
+		return func(r placementRun) float64 { return float64(stats.Percentile(pick(r), p).Milliseconds()) }
 	}
 	unsuspended := func(r placementRun) []time.Duration { return r.Unsuspended }
 	resumed := func(r placementRun) []time.Duration { return r.Resumed }

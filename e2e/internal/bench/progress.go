@@ -25,6 +25,7 @@ import (
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // progressResult is what the progress scenario measured (Kiln only: upstream serves its
@@ -110,7 +111,7 @@ func progress(ctx context.Context, e *env) (*progressResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("progress: idle deadlines p50 %s p99 %s (%d missed)", percentile(res.IdleDeadline, 50), percentile(res.IdleDeadline, 99), res.IdleMissed)
+	e.logf("progress: idle deadlines p50 %s p99 %s (%d missed)", stats.Percentile(res.IdleDeadline, 50), stats.Percentile(res.IdleDeadline, 99), res.IdleMissed)
 
 	seen := newStepWatch(progressNamespace)
 	inf, err := e.cache.GetInformer(ctx, &trainer.TrainJob{})
@@ -228,10 +229,10 @@ func progress(ctx context.Context, e *env) (*progressResult, error) {
 	}
 	e.logf("progress: %d posts in %s, %d accepted (%.0f/s), refused %v, %d failed; post round trip p50 %s p99 %s; post to status visible p50 %s p99 %s (%d never); %d status updates; %d of %d histories complete; operator CPU %.1f s",
 		res.Posts, loadEnd.Sub(start).Round(time.Second), res.Accepted, float64(res.Accepted)/loadEnd.Sub(start).Seconds(), res.Refused, res.Failed,
-		percentile(res.PostLatency, 50), percentile(res.PostLatency, 99), percentile(res.Visible, 50), percentile(res.Visible, 99), res.NeverVisible,
+		stats.Percentile(res.PostLatency, 50), stats.Percentile(res.PostLatency, 99), stats.Percentile(res.Visible, 50), stats.Percentile(res.Visible, 99), res.NeverVisible,
 		res.StatusUpdates, res.HistoryComplete, n, res.OperatorCPU.Seconds())
 	e.logf("progress: histories complete %s after the load; errors: %q", res.HistoryLag.Round(time.Second), res.Errors)
-	e.logf("progress: deadlines under the load p50 %s p99 %s (%d missed)", percentile(res.LoadDeadline, 50), percentile(res.LoadDeadline, 99), res.LoadMissed)
+	e.logf("progress: deadlines under the load p50 %s p99 %s (%d missed)", stats.Percentile(res.LoadDeadline, 50), stats.Percentile(res.LoadDeadline, 99), res.LoadMissed)
 	return res, nil
 }
 

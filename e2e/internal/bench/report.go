@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // figure is one number per run, for one controller.
@@ -29,7 +30,7 @@ func durationFigure(f func(r *runResult) time.Duration) figure {
 func lagFigure(f func(r *runResult) []time.Duration, p float64) figure {
 	return func(r *runResult) (float64, bool) {
 		ds := f(r)
-		return percentile(ds, p).Seconds() * 1000, len(ds) > 0
+		return stats.Percentile(ds, p).Seconds() * 1000, len(ds) > 0
 	}
 }
 
@@ -318,7 +319,7 @@ func writeProgress(w func(string, ...any), o Options, p *progressResult) {
 		if len(ds) == 0 {
 			return "—"
 		}
-		d := percentile(ds, q)
+		d := stats.Percentile(ds, q)
 		if d < 10*time.Millisecond {
 			return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 		}

@@ -19,6 +19,7 @@ import (
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // runResult is what one run measured for one controller.
@@ -279,7 +280,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		if err != nil {
 			e.logf("TTL: %v", err)
 		}
-		e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, percentile(r.TTLLag, 50), percentile(r.TTLLag, 99))
+		e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, stats.Percentile(r.TTLLag, 50), stats.Percentile(r.TTLLag, 99))
 	}
 	// Give a controller that recreates deleted JobSets the time to show it.
 	time.Sleep(time.Until(lastDeadline.Add(10 * time.Second)))
@@ -287,7 +288,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
 	r.Recreated = e.tracker.recreatedJobSets(ns)
 	e.logf("deadline: %d fired (%d missed), p50 %s, p99 %s; JobSet deleted p50 %s, p99 %s; %d JobSets recreated", len(r.DeadlineLag), r.DeadlineMissed,
-		percentile(r.DeadlineLag, 50), percentile(r.DeadlineLag, 99), percentile(r.KillLag, 50), percentile(r.KillLag, 99), r.Recreated)
+		stats.Percentile(r.DeadlineLag, 50), stats.Percentile(r.DeadlineLag, 99), stats.Percentile(r.KillLag, 50), stats.Percentile(r.KillLag, 99), r.Recreated)
 	return nil
 }
 
@@ -356,8 +357,8 @@ func admission(ctx context.Context, e *env, r *runResult) error {
 	r.KueueLag = e.tracker.lags(e.tracker.resumedSeen, e.tracker.admittedSeen, ns)
 	r.ResumeLag = e.tracker.lags(e.tracker.jobSetResumed, e.tracker.resumedSeen, ns)
 	e.logf("admission: %d admitted, p50 %s, p99 %s (Kueue p50 %s, controller p50 %s p99 %s); %.1f writes per TrainJob", len(r.AdmissionLag),
-		percentile(r.AdmissionLag, 50), percentile(r.AdmissionLag, 99), percentile(r.KueueLag, 50),
-		percentile(r.ResumeLag, 50), percentile(r.ResumeLag, 99), sumValues(r.Writes))
+		stats.Percentile(r.AdmissionLag, 50), stats.Percentile(r.AdmissionLag, 99), stats.Percentile(r.KueueLag, 50),
+		stats.Percentile(r.ResumeLag, 50), stats.Percentile(r.ResumeLag, 99), sumValues(r.Writes))
 	return nil
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // Options shape a run.
@@ -67,8 +68,65 @@ type Result struct {
 	RecreatedJobSets                                           int
 	Submissions, SubmitRetries, Replayed, Lost, Duplicated     int
 	InvalidAttempts, InvalidAdmitted                           int
+	Start                                                      time.Time
 	Took                                                       time.Duration
 	Failures                                                   []string
+	// Timers: for each deadline and TTL, from the instant it was due (status.startTime +
+	// activeDeadlineSeconds, status.completionTime + ttlSecondsAfterFinished, whole
+	// seconds of the API) to the instant the run saw it act (Failed/DeadlineExceeded, the
+	// TrainJob deleting).
+	Timers []Timer
+	// Waits is, per job, creation to status.startTime: time in Kueue's queue (the
+	// deadline counts from the start).
+	Waits []time.Duration
+	// Outages are the intervals each component was down: killed until ready again.
+	Outages []Outage
+}
+
+// Timer is one deadline or TTL of a run's job.
+type Timer struct {
+	Job       string
+	Kind      string // "deadline" or "ttl"
+	Due, Seen time.Time
+}
+
+// Lag is how late the timer acted.
+func (t Timer) Lag() time.Duration { return t.Seen.Sub(t.Due) }
+
+// Outage is a component down from its kill until it was ready again.
+type Outage struct {
+	Component  string
+	Down, Back time.Time
+}
+
+// Lags are the lags of the timers of a kind.
+func (r *Result) Lags(kind string) []time.Duration {
+	var out []time.Duration
+	for _, t := range r.Timers {
+		if t.Kind == kind {
+			out = append(out, t.Lag())
+		}
+	}
+	return out
+}
+
+// Late are the timers more than d late, each with the outages of the operator from
+// before it was due until it acted (restarting, the operator lists everything and
+// requeues every timer): why it was late, if that is why.
+func (r *Result) Late(d time.Duration) (late []Timer, inOutage int) {
+	for _, t := range r.Timers {
+		if t.Lag() <= d {
+			continue
+		}
+		late = append(late, t)
+		for _, o := range r.Outages {
+			if o.Component == platform.ComponentOperator && o.Down.Before(t.Seen) && o.Back.After(t.Due.Add(-time.Second)) {
+				inOutage++
+				break
+			}
+		}
+	}
+	return late, inOutage
 }
 
 // OK is true when nothing was missed, doubled, lost or let in.
@@ -107,7 +165,7 @@ func Run(ctx context.Context, p *platform.Platform, o Options) (*Result, error) 
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.Out, "[chaos %s +%s] %s\n", run, time.Since(start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
 	}
-	res := &Result{Kills: map[string]int{}}
+	res := &Result{Kills: map[string]int{}, Start: start}
 
 	// The jobs: i even ends by its deadline (its pod would run for an hour), i odd completes
 	// after 3 to 12 s. Every one has a TTL of 5 s.
@@ -167,6 +225,7 @@ func Run(ctx context.Context, p *platform.Platform, o Options) (*Result, error) 
 				killErr = fmt.Errorf("restarting %s: %w", name, err)
 				return
 			}
+			res.Outages = append(res.Outages, Outage{Component: name, Down: down, Back: time.Now()})
 			logf("killed %s (SIGKILL), ready again in %s", name, time.Since(down).Round(10*time.Millisecond))
 		}
 	})
@@ -225,7 +284,18 @@ func (r *Result) Summary() string {
 	}
 	return fmt.Sprintf("%d jobs (%d deadlines, %d completions), %d kills (%s); deadlines missed %d, doubled %d; TTLs missed %d, doubled %d; JobSets recreated %d; %d submissions (%d retries, %d replayed): lost %d, duplicated %d; invalid TrainJobs admitted %d of %d",
 		r.Jobs, r.Deadlines, r.TTLs, total, strings.Join(kills, ", "), r.MissedDeadlines, r.DoubledDeadlines, r.MissedTTLs, r.DoubledTTLs,
-		r.RecreatedJobSets, r.Submissions, r.SubmitRetries, r.Replayed, r.Lost, r.Duplicated, r.InvalidAdmitted, r.InvalidAttempts)
+		r.RecreatedJobSets, r.Submissions, r.SubmitRetries, r.Replayed, r.Lost, r.Duplicated, r.InvalidAdmitted, r.InvalidAttempts) +
+		fmt.Sprintf("; deadlines acted %s after due, TTLs %s; queued before starting %s",
+			Spread(r.Lags("deadline")), Spread(r.Lags("ttl")), Spread(r.Waits))
+}
+
+// Spread is p50, p99 and max of ds.
+func Spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "(none)"
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+	return fmt.Sprintf("p50 %s, p99 %s, max %s", r(stats.Percentile(ds, 50)), r(stats.Percentile(ds, 99)), r(stats.Percentile(ds, 100)))
 }
 
 // world is the run's clients and what its watches saw.
@@ -236,9 +306,14 @@ type world struct {
 	ns  string
 
 	mu sync.Mutex
-	// deleted: TrainJobs seen deleted; deadlineAt: when DeadlineExceeded was first seen.
-	deleted    map[string]bool
-	deadlineAt map[string]time.Time
+	// deleted: when a TrainJob was first seen deleted (or deleting); deadlineAt: when
+	// DeadlineExceeded was first seen. deadlineDue and ttlDue: when they were due, by the
+	// TrainJob's status as seen then; started: its first status.startTime.
+	deleted     map[string]time.Time
+	deadlineAt  map[string]time.Time
+	deadlineDue map[string]time.Time
+	ttlDue      map[string]time.Time
+	started     map[string]time.Time
 	// jobSetUIDs: every UID a JobSet of the run had (more than one: created twice).
 	jobSetUIDs map[string]map[types.UID]bool
 	// byRequest: the UIDs of the TrainJobs each submission's request id created.
@@ -267,7 +342,8 @@ func newWorld(ctx context.Context, p *platform.Platform, run string) (*world, er
 	}
 	w := &world{
 		run: run, c: c, api: api, ns: kc.Namespace,
-		deleted: map[string]bool{}, deadlineAt: map[string]time.Time{}, jobSetUIDs: map[string]map[types.UID]bool{},
+		deleted: map[string]time.Time{}, deadlineAt: map[string]time.Time{}, deadlineDue: map[string]time.Time{},
+		ttlDue: map[string]time.Time{}, started: map[string]time.Time{}, jobSetUIDs: map[string]map[types.UID]bool{},
 		byRequest: map[string]map[types.UID]bool{},
 	}
 	ca, err := cache.New(cfg, cache.Options{Scheme: scheme})
@@ -296,6 +372,7 @@ func newWorld(ctx context.Context, p *platform.Platform, run string) (*world, er
 }
 
 func (w *world) onTrainJob(obj any, deleted bool) {
+	now := time.Now()
 	tj, ok := obj.(*trainer.TrainJob)
 	if !ok || tj.Labels[runLabel] != w.run {
 		return
@@ -310,13 +387,26 @@ func (w *world) onTrainJob(obj any, deleted bool) {
 		w.byRequest[id][tj.UID] = true
 	}
 	if deleted || tj.DeletionTimestamp != nil {
-		w.deleted[key] = true
+		if _, ok := w.deleted[key]; !ok {
+			w.deleted[key] = now
+		}
 		return
+	}
+	if tj.Status.StartTime != nil {
+		if _, ok := w.started[key]; !ok {
+			w.started[key] = tj.Status.StartTime.Time
+		}
 	}
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue && c.Reason == trainer.TrainJobDeadlineExceededReason {
 		if _, ok := w.deadlineAt[key]; !ok {
-			w.deadlineAt[key] = time.Now()
+			w.deadlineAt[key] = now
+			if tj.Status.StartTime != nil && tj.Spec.ActiveDeadlineSeconds != nil {
+				w.deadlineDue[key] = tj.Status.StartTime.Add(time.Duration(*tj.Spec.ActiveDeadlineSeconds) * time.Second)
+			}
 		}
+	}
+	if tj.Status.CompletionTime != nil && tj.Spec.TTLSecondsAfterFinished != nil {
+		w.ttlDue[key] = tj.Status.CompletionTime.Add(time.Duration(*tj.Spec.TTLSecondsAfterFinished) * time.Second)
 	}
 }
 
@@ -340,7 +430,7 @@ func (w *world) pending(jobs []*trainer.TrainJob) int {
 	defer w.mu.Unlock()
 	n := 0
 	for _, tj := range jobs {
-		if !w.deleted[tj.Namespace+"/"+tj.Name] {
+		if _, ok := w.deleted[tj.Namespace+"/"+tj.Name]; !ok {
 			n++
 		}
 	}
@@ -494,9 +584,17 @@ func (w *world) check(ctx context.Context, jobs []*trainer.TrainJob, res *Result
 				fail("%s: DeadlineExceeded recorded %d times", tj.Name, c[trainer.TrainJobDeadlineExceededReason])
 			}
 		}
-		if !w.deleted[key] {
+		if at, ok := w.deadlineAt[key]; ok && !w.deadlineDue[key].IsZero() {
+			res.Timers = append(res.Timers, Timer{Job: tj.Name, Kind: "deadline", Due: w.deadlineDue[key], Seen: at})
+		}
+		if start, ok := w.started[key]; ok {
+			res.Waits = append(res.Waits, start.Sub(tj.CreationTimestamp.Time))
+		}
+		if at, ok := w.deleted[key]; !ok {
 			res.MissedTTLs++
 			fail("%s: its TTL never deleted it", tj.Name)
+		} else if due, ok := w.ttlDue[key]; ok {
+			res.Timers = append(res.Timers, Timer{Job: tj.Name, Kind: "ttl", Due: due, Seen: at})
 		}
 		if c["TTLExpired"] > 1 {
 			res.DoubledTTLs++

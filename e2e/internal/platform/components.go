@@ -16,14 +16,20 @@ type Process = process.Process
 
 // Components are the platform's processes that a crash can take down while jobs run:
 // Kiln's operator and API server, JobSet and Kueue (processes install only).
-var Components = []string{"kiln-operator", "kiln-apiserver", "jobset", "kueue"}
+var Components = []string{ComponentOperator, ComponentAPIServer, "jobset", "kueue"}
+
+// The names of Kiln's components among Components.
+const (
+	ComponentOperator  = "kiln-operator"
+	ComponentAPIServer = "kiln-apiserver"
+)
 
 // ComponentProcess is the process of one of Components.
 func (p *Platform) ComponentProcess(name string) (Process, error) {
 	switch name {
-	case "kiln-operator":
+	case ComponentOperator:
 		return p.OperatorProcess(), nil
-	case "kiln-apiserver":
+	case ComponentAPIServer:
 		return p.APIServerProcess(), nil
 	}
 	for _, proc := range p.addons().Processes() {
@@ -58,9 +64,9 @@ func (p *Platform) Kill(ctx context.Context, name string) error {
 // ready (its webhooks serving, for those that have some).
 func (p *Platform) Restart(ctx context.Context, name string) error {
 	switch name {
-	case "kiln-operator":
+	case ComponentOperator:
 		return p.StartOperator(ctx)
-	case "kiln-apiserver":
+	case ComponentAPIServer:
 		return p.APIServerProcess().StartReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort), p.ComponentTimeout, p.Out)
 	case "jobset", "kueue":
 		return p.addons().Start(ctx)
