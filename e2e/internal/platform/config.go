@@ -41,6 +41,8 @@ type Config struct {
 	OperatorHealth  int
 	OperatorWebhook int
 	OperatorMetrics int
+	// OperatorPprof serves the operator's Go profiles (/debug/pprof) on 127.0.0.1.
+	OperatorPprof int
 	// OperatorStatus is the operator's status server (trainers report progress there), on
 	// 127.0.0.1 and, through a forward, on the real node's address for its pods.
 	OperatorStatus int
@@ -149,6 +151,7 @@ func DefaultConfig(root string) Config {
 		OperatorHealth:   18084,
 		OperatorWebhook:  19445,
 		OperatorMetrics:  18085,
+		OperatorPprof:    18086,
 		OperatorStatus:   19446,
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,

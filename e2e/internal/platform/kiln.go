@@ -28,6 +28,7 @@ func (p *Platform) OperatorProcess() Process {
 			"--leader-elect=false",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.OperatorHealth),
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.OperatorMetrics),
+			fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", p.OperatorPprof),
 			"--webhook-host=127.0.0.1",
 			fmt.Sprintf("--webhook-port=%d", p.OperatorWebhook),
 			"--webhook-cert-dir=" + p.PKI().ServingDir(),

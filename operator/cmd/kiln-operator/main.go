@@ -49,6 +49,7 @@ type options struct {
 	version                 bool
 	allowCRDDowngrade       bool
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	metricsSecure           bool
 	metricsCertDir          string
 	leaderElect             bool
@@ -92,6 +93,7 @@ func main() {
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the Kubernetes API authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview); false serves plain HTTP to anyone who can reach the address")
 	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory of the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles (heap, CPU, goroutines), unauthenticated: bind it to localhost or a port only admins reach; 0 disables it")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so that only one replica reconciles")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 10*time.Second, "how long a leader's Lease lasts unrenewed: a standby takes over at most this long after the leader died")
@@ -297,6 +299,7 @@ func run(ctx context.Context, o options) error {
 		Client:                  kilncontroller.ClientOptions(),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kiln-operator.trainer.kubeflow.org",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
