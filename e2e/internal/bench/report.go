@@ -136,7 +136,8 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	w("")
 	w("Measured apart: Kiln's API server against direct Kubernetes calls in [benchmarks-api.md](benchmarks-api.md)")
 	w("(`make bench-api`), gang jobs through Kueue with and without topology-aware scheduling in")
-	w("[benchmarks-placement.md](benchmarks-placement.md) (`make bench-placement`).")
+	w("[benchmarks-placement.md](benchmarks-placement.md) (`make bench-placement`). Where each figure stands against its")
+	w("goal, where the time and the memory go, and what is next: [performance.md](performance.md).")
 	w("")
 
 	w("## Writes per TrainJob lifecycle, by resource")
