@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/kiln-ml/kiln/e2e/internal/stats"
 	"github.com/prometheus/procfs"
 )
 
@@ -122,21 +121,6 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func TestPercentile(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 100; i++ {
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
-		if got := stats.Percentile(ds, p); got != want {
-			t.Errorf("p%v = %v, want %v", p, got, want)
-		}
-	}
-	if got := stats.Percentile(nil, 99); got != 0 {
-		t.Errorf("empty: %v", got)
-	}
 }
 
 func TestParseWriteCounts(t *testing.T) {
