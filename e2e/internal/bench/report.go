@@ -117,6 +117,9 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	row("Deadline to JobSet deleted (pods told to stop), p50", lagFigure(kill, 50), " ms", 0, false)
 	row("Deadline to JobSet deleted, p99", lagFigure(kill, 99), " ms", 0, false)
 	row("Deadlines that never fired", func(r *runResult) (float64, bool) { return float64(r.DeadlineMissed), true }, "", 0, false)
+	row("Deadlines due before the last JobSet existed (the figures above then include the creation work)", func(r *runResult) (float64, bool) {
+		return float64(r.DueEarly), true
+	}, "", 0, false)
 	row("JobSets created again after the deadline deleted them", func(r *runResult) (float64, bool) { return float64(r.Recreated), true }, "", 0, false)
 	ttl := func(r *runResult) []time.Duration { return r.TTLLag }
 	row(fmt.Sprintf("TTL: due to TrainJob deleted, p50 (%s of the failed ones, TTL %ds; upstream has no TTL)", count((o.Jobs+1)/2), int(o.TTL.Seconds())), lagFigure(ttl, 50), " ms", 0, false)
@@ -213,6 +216,8 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	w("- Deadlines: %s running TrainJobs (pods that run for an hour) with `activeDeadlineSeconds: %d`, submitted at", count(o.Jobs), int(o.Deadline.Seconds()))
 	w("  once by 32 writers, so that all of them are pending together and fall due within the submission window. Half")
 	w("  of them carry `ttlSecondsAfterFinished: %d`: Kiln's TTL figure is from their failures to their deletions.", int(o.TTL.Seconds()))
+	w("  When the JobSets take longer than the deadline to exist, the first deadlines fall due while the controller")
+	w("  still creates the last ones, and their figures include that work: a row counts them.")
 	w("- Throughput: over the same submission, from the first create to the last of their JobSets seen (while the")
 	w("  JobSet and Job controllers, the scheduler and KWOK start the pods of the first ones). The limit is a plain")
 	w("  client with the controllers' budget creating %s copies of one of those JobSets, once per run.", count(o.Jobs))

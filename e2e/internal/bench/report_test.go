@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/procfs"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestMachineOf(t *testing.T) {
@@ -61,5 +63,16 @@ func TestMachineOf(t *testing.T) {
 				t.Errorf("machineOf() mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestCountBefore(t *testing.T) {
+	tr := newTracker()
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for i, ns := range []string{"a", "a", "a", "b"} {
+		tr.deadlineDue[types.NamespacedName{Namespace: ns, Name: fmt.Sprint(i)}] = t0.Add(time.Duration(i) * time.Second)
+	}
+	if got := tr.countBefore(tr.deadlineDue, "a", t0.Add(2*time.Second)); got != 2 {
+		t.Fatalf("countBefore = %d, want 2 (due at +0 s and +1 s, not +2 s, not another namespace's)", got)
 	}
 }

@@ -43,6 +43,9 @@ type runResult struct {
 	KillLag        []time.Duration
 	DeadlineMissed int
 	Recreated      int
+	// DueEarly: deadlines due before the last JobSet existed, so that the deadline
+	// figures include the controller's creation work still going on.
+	DueEarly int
 	// TTLLag: due instant to the TrainJob's deletion seen (Kiln only: upstream has no TTL).
 	TTLLag    []time.Duration
 	TTLMissed int
@@ -287,6 +290,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	r.DeadlineLag = e.tracker.lags(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)
 	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
 	r.Recreated = e.tracker.recreatedJobSets(ns)
+	r.DueEarly = e.tracker.countBefore(e.tracker.deadlineDue, ns, last)
 	e.logf("deadline: %d fired (%d missed), p50 %s, p99 %s; JobSet deleted p50 %s, p99 %s; %d JobSets recreated", len(r.DeadlineLag), r.DeadlineMissed,
 		stats.Percentile(r.DeadlineLag, 50), stats.Percentile(r.DeadlineLag, 99), stats.Percentile(r.KillLag, 50), stats.Percentile(r.KillLag, 99), r.Recreated)
 	return nil

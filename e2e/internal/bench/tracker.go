@@ -189,6 +189,19 @@ func (t *tracker) count(m map[types.NamespacedName]time.Time, ns string) int {
 	return n
 }
 
+// countBefore is how many keys of m in namespace ns have an instant before t.
+func (t *tracker) countBefore(m map[types.NamespacedName]time.Time, ns string, before time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, at := range m {
+		if k.Namespace == ns && at.Before(before) {
+			n++
+		}
+	}
+	return n
+}
+
 // lags is, for every key of seen in ns, seen minus the instant in from (a due instant or
 // an earlier observation); keys without both are skipped.
 func (t *tracker) lags(seen, from map[types.NamespacedName]time.Time, ns string) []time.Duration {
