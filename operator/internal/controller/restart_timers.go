@@ -55,35 +55,30 @@ func timersFirst(clk clock.PassiveClock) handler.TypedEventHandler[client.Object
 	}
 }
 
-// timerDue is when the TrainJob's own deadline or TTL falls due, by its spec and status
-// (a running job without a startTime yet: from when spec.suspend was last written, at or
-// after its resume), and whether that is known. A finished job without a TTL of its own
-// is due now: its runtime may give it one, and a finished job's reconcile writes nothing else.
+// timerDue is when the TrainJob's own lifecycle rules (its deadline, TTL and progress
+// deadline, with only the policy its spec sets) next fall due, by the rules the reconcile
+// applies (applyLifecycle, on a copy of the status), and whether anything is due. A
+// finished job without a TTL of its own is due now: its runtime may give it one, and a
+// finished job's reconcile writes nothing else.
 func timerDue(tj *trainer.TrainJob, now time.Time) (time.Time, bool) {
-	st := &tj.Status
 	if !tj.DeletionTimestamp.IsZero() {
 		return time.Time{}, false
 	}
-	if finished(st) {
-		ttl := tj.Spec.TTLSecondsAfterFinished
-		switch {
-		case st.CompletionTime == nil:
-			return time.Time{}, false
-		case ttl == nil:
-			return now, true
-		}
-		return st.CompletionTime.Add(time.Duration(*ttl) * time.Second), true
+	st := tj.Status.DeepCopy()
+	policy := trainer.ResolveRunPolicy(&tj.Spec, nil)
+	if finished(st) && policy.TTLSecondsAfterFinished == nil {
+		return now, true
 	}
-	ads := tj.Spec.ActiveDeadlineSeconds
-	if ads == nil || ptr.Deref(tj.Spec.Suspend, false) {
-		return time.Time{}, false
+	acts := applyLifecycle(tj, st, policy, now, unsuspendedAt(tj, now))
+	switch {
+	case acts.deleteTrainJob:
+		return acts.ttlDue, true
+	case acts.deleteJobSet && !acts.deadlineDue.IsZero():
+		return acts.deadlineDue, true
+	case acts.deleteJobSet, acts.restartPods:
+		return now, true
+	case acts.requeueAfter > 0:
+		return now.Add(acts.requeueAfter), true
 	}
-	start := unsuspendedAt(tj, now)
-	if st.StartTime != nil {
-		start = &st.StartTime.Time
-	}
-	if start == nil {
-		return time.Time{}, false
-	}
-	return start.Add(time.Duration(*ads) * time.Second), true
+	return time.Time{}, false
 }

@@ -34,12 +34,12 @@ func TestTimerDueAtStart(t *testing.T) {
 		"deadline in an hour": {job(false, ptr.To[int64](3600), nil, trainer.TrainJobStatus{StartTime: at(0)}), ptr.To(time.Hour)},
 		"resumed, no startTime yet: from the resume's write": {
 			resumedAt(job(false, ptr.To[int64](60), nil, trainer.TrainJobStatus{}), -30*time.Second), ptr.To(30 * time.Second)},
-		"not started, resume unknown":             {job(false, ptr.To[int64](60), nil, trainer.TrainJobStatus{}), nil},
-		"no deadline of its own (the runtime's?)": {job(false, nil, nil, trainer.TrainJobStatus{StartTime: at(-time.Hour)}), nil},
-		"suspended: no deadline counts":           {job(true, ptr.To[int64](60), nil, trainer.TrainJobStatus{StartTime: at(-time.Hour)}), nil},
-		"TTL passed":                              {job(false, nil, ptr.To[int32](5), trainer.TrainJobStatus{CompletionTime: at(-time.Minute), Conditions: failed}), ptr.To(-55 * time.Second)},
-		"TTL in an hour":                          {job(false, nil, ptr.To[int32](3600), trainer.TrainJobStatus{CompletionTime: at(0), Conditions: failed}), ptr.To(time.Hour)},
-		"finished, maybe a TTL from its runtime":  {job(false, nil, nil, trainer.TrainJobStatus{CompletionTime: at(-time.Hour), Conditions: failed}), ptr.To(time.Duration(0))},
+		"not started, resume unknown: from now, as its first reconcile will count": {job(false, ptr.To[int64](60), nil, trainer.TrainJobStatus{}), ptr.To(time.Minute)},
+		"no deadline of its own (the runtime's?)":                                  {job(false, nil, nil, trainer.TrainJobStatus{StartTime: at(-time.Hour)}), nil},
+		"suspended: no deadline counts":                                            {job(true, ptr.To[int64](60), nil, trainer.TrainJobStatus{StartTime: at(-time.Hour)}), nil},
+		"TTL passed":                                                               {job(false, nil, ptr.To[int32](5), trainer.TrainJobStatus{CompletionTime: at(-time.Minute), Conditions: failed}), ptr.To(-55 * time.Second)},
+		"TTL in an hour":                                                           {job(false, nil, ptr.To[int32](3600), trainer.TrainJobStatus{CompletionTime: at(0), Conditions: failed}), ptr.To(time.Hour)},
+		"finished, maybe a TTL from its runtime":                                   {job(false, nil, nil, trainer.TrainJobStatus{CompletionTime: at(-time.Hour), Conditions: failed}), ptr.To(time.Duration(0))},
 		"being deleted": {func() *trainer.TrainJob {
 			tj := job(false, nil, ptr.To[int32](5), trainer.TrainJobStatus{CompletionTime: at(-time.Minute), Conditions: failed})
 			tj.DeletionTimestamp = at(0)
