@@ -66,3 +66,24 @@ func LatestAdmission(workloads []kueuev1beta2.Workload) *time.Time {
 	}
 	return latest
 }
+
+// WorkerCluster is the worker cluster MultiKueue dispatched the job of these workloads to
+// (a MultiKueueCluster's name, from the latest admitted one that names one), "" when no
+// worker holds it: not dispatched yet, or evicted to be dispatched again.
+func WorkerCluster(workloads []kueuev1beta2.Workload) string {
+	var cluster string
+	var at time.Time
+	for i := range workloads {
+		wl := &workloads[i]
+		if wl.Status.ClusterName == nil || *wl.Status.ClusterName == "" {
+			continue
+		}
+		if t := AdmittedAt(wl); cluster == "" || (t != nil && t.After(at)) {
+			cluster = *wl.Status.ClusterName
+			if t != nil {
+				at = *t
+			}
+		}
+	}
+	return cluster
+}

@@ -38,6 +38,40 @@ func TestLatestAdmission(t *testing.T) {
 	}
 }
 
+func TestWorkerCluster(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	wl := func(cluster string, admitted *time.Time) kueuev1beta2.Workload {
+		w := kueuev1beta2.Workload{}
+		if cluster != "" {
+			w.Status.ClusterName = ptr.To(cluster)
+		}
+		if admitted != nil {
+			w.Status.Conditions = []metav1.Condition{{Type: kueuev1beta2.WorkloadAdmitted, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(*admitted)}}
+		}
+		return w
+	}
+	cases := map[string]struct {
+		workloads []kueuev1beta2.Workload
+		want      string
+	}{
+		"no workload":              {},
+		"queued on the manager":    {workloads: []kueuev1beta2.Workload{wl("", nil)}},
+		"dispatched":               {workloads: []kueuev1beta2.Workload{wl("worker-1", &t0)}, want: "worker-1"},
+		"dispatched, not admitted": {workloads: []kueuev1beta2.Workload{wl("worker-2", nil)}, want: "worker-2"},
+		"the latest admission": {
+			workloads: []kueuev1beta2.Workload{wl("worker-1", ptr.To(t0.Add(time.Minute))), wl("worker-2", &t0), wl("", ptr.To(t0.Add(time.Hour)))},
+			want:      "worker-1",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := WorkerCluster(tc.workloads); got != tc.want {
+				t.Errorf("WorkerCluster = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestWorkloadFromUnstructured(t *testing.T) {
 	const doc = `apiVersion: kueue.x-k8s.io/v1beta2
 kind: Workload

@@ -9,4 +9,7 @@ const (
 	KueuePriorityClassLabel = "kueue.x-k8s.io/priority-class"
 	// KueueJobUIDLabel marks a Workload with the UID of the job it stands for.
 	KueueJobUIDLabel = "kueue.x-k8s.io/job-uid"
+	// KueueMultiKueueOriginLabel marks the copy of a job that a MultiKueue manager created on
+	// a worker cluster (its value names the manager).
+	KueueMultiKueueOriginLabel = "kueue.x-k8s.io/multikueue-origin"
 )

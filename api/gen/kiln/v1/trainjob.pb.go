@@ -705,7 +705,11 @@ type TrainJobStatus struct {
 	KeptLogAttempts []int32 `protobuf:"varint,16,rep,packed,name=kept_log_attempts,json=keptLogAttempts,proto3" json:"kept_log_attempts,omitempty"`
 	// placement is where Kueue's topology-aware scheduling put the job's pods, once admitted
 	// on a flavor with a Topology.
-	Placement     *Placement `protobuf:"bytes,17,opt,name=placement,proto3" json:"placement,omitempty"`
+	Placement *Placement `protobuf:"bytes,17,opt,name=placement,proto3" json:"placement,omitempty"`
+	// cluster is the worker cluster that Kueue's MultiKueue dispatched the job to (its
+	// MultiKueueCluster's name) while one holds it; empty for a job that runs on this cluster.
+	// Its pods, and their logs, are on that cluster.
+	Cluster       string `protobuf:"bytes,18,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -857,6 +861,13 @@ func (x *TrainJobStatus) GetPlacement() *Placement {
 		return x.Placement
 	}
 	return nil
+}
+
+func (x *TrainJobStatus) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
 }
 
 // Placement is where Kueue's topology-aware scheduling put a job's pods.
@@ -4095,7 +4106,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x1c\n" +
 	"\tpreferred\x18\x02 \x01(\bR\tpreferred\x12\x1d\n" +
 	"\n" +
-	"node_label\x18\x03 \x01(\tR\tnodeLabel\"\x9c\a\n" +
+	"node_label\x18\x03 \x01(\tR\tnodeLabel\"\xb6\a\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -4117,7 +4128,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\brestarts\x18\x0e \x01(\v2\x11.kiln.v1.RestartsR\brestarts\x12-\n" +
 	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogress\x12*\n" +
 	"\x11kept_log_attempts\x18\x10 \x03(\x05R\x0fkeptLogAttempts\x120\n" +
-	"\tplacement\x18\x11 \x01(\v2\x12.kiln.v1.PlacementR\tplacementB\x1a\n" +
+	"\tplacement\x18\x11 \x01(\v2\x12.kiln.v1.PlacementR\tplacement\x12\x18\n" +
+	"\acluster\x18\x12 \x01(\tR\aclusterB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
 	"\x1b_ttl_seconds_after_finished\"\x8c\x01\n" +
 	"\tPlacement\x12\x1a\n" +

@@ -667,6 +667,10 @@ class TrainJobStatus(Message):
     #: placement is where Kueue's topology-aware scheduling put the job's pods, once admitted
     #: on a flavor with a Topology.
     placement: Optional[Placement] = None
+    #: cluster is the worker cluster that Kueue's MultiKueue dispatched the job to (its
+    #: MultiKueueCluster's name) while one holds it; empty for a job that runs on this cluster.
+    #: Its pods, and their logs, are on that cluster.
+    cluster: str = ""
 
 
 @dataclass
@@ -1453,6 +1457,7 @@ TrainJobStatus._fields = (
     Field("progress", "progress", Kind.MESSAGE, ref=Progress),
     Field("kept_log_attempts", "keptLogAttempts", Kind.INT32, repeated=True),
     Field("placement", "placement", Kind.MESSAGE, ref=Placement),
+    Field("cluster", "cluster", Kind.STRING),
 )
 Placement._fields = (
     Field("topology", "topology", Kind.STRING),
