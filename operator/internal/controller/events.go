@@ -28,6 +28,8 @@ const (
 	// no PodGroup of its kind.
 	ReasonPodGroupUnavailable = "PodGroupUnavailable"
 	ReasonRestarted           = "Restarted"
+	// ReasonWorkerLost: MultiKueue evicted a job from a worker cluster it lost (multikueue.go).
+	ReasonWorkerLost = "WorkerLost"
 )
 
 // event is recorded once the status write that it describes succeeded.

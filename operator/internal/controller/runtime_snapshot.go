@@ -160,6 +160,11 @@ func (s *snapshotSpecs) forget(tj types.NamespacedName) {
 
 // runPolicy is the TrainJob's deadline and TTL: its own, else its pinned runtime's.
 func (r *TrainJobReconciler) runPolicy(ctx context.Context, tj *trainer.TrainJob) (trainer.EffectiveRunPolicy, error) {
+	policy, err := r.resolveRunPolicy(ctx, tj)
+	return ttlOwnedElsewhere(tj, policy), err
+}
+
+func (r *TrainJobReconciler) resolveRunPolicy(ctx context.Context, tj *trainer.TrainJob) (trainer.EffectiveRunPolicy, error) {
 	policy := trainer.ResolveRunPolicy(&tj.Spec, nil)
 	if policy.ActiveDeadlineSeconds != nil && policy.TTLSecondsAfterFinished != nil {
 		return policy, nil

@@ -108,14 +108,18 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	log := klog.FromContext(ctx).WithValues("trainJob", klog.KObj(tj))
 	ctx = klog.NewContext(ctx, log)
-	if ptr.Deref(tj.Spec.ManagedBy, trainer.TrainJobControllerName) != trainer.TrainJobControllerName {
-		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
-		return reconcile.Result{}, nil
-	}
 	if !tj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	return r.reconcile(ctx, tj)
+	switch managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.TrainJobControllerName); managedBy {
+	case trainer.TrainJobControllerName:
+		return r.reconcile(ctx, tj)
+	case trainer.MultiKueueControllerName:
+		return r.reconcileDispatched(ctx, tj)
+	default:
+		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", managedBy)
+		return reconcile.Result{}, nil
+	}
 }
 
 // reconcile reads the TrainJob's JobSet, brings the JobSet in line with the job, computes

@@ -383,11 +383,11 @@ func TestReconcileBatchesMirrorOnlyChanges(t *testing.T) {
 }
 
 func TestReconcileSkipsJobsManagedElsewhere(t *testing.T) {
-	tj := kilntesting.MakeTrainJob("job", "ns").ManagedBy(trainer.MultiKueueControllerName).Obj()
+	tj := kilntesting.MakeTrainJob("job", "ns").ManagedBy("example.com/other").Obj()
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
 	h.reconcile(tj)
 	if h.jobSet(tj) != nil {
-		t.Error("a JobSet was created for a TrainJob managed by MultiKueue")
+		t.Error("a JobSet was created for a TrainJob managed by another controller")
 	}
 	if diff := cmp.Diff(trainer.TrainJobStatus{}, h.trainJob(tj).Status, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("status of a TrainJob managed elsewhere changed (-want +got):\n%s", diff)
