@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -57,6 +58,9 @@ func (s *TrainJobs) StreamLogs(ctx context.Context, req *connect.Request[kilnv1.
 	}
 	tj, err := s.get(ctx, m.GetNamespace(), m.GetName())
 	if err != nil {
+		return err
+	}
+	if err := s.dispatchedElsewhere(ctx, tj); err != nil {
 		return err
 	}
 	l := &logStreamer{s: s, req: m, tj: tj, out: make(chan *kilnv1.LogLine, logBatch), what: fmt.Sprintf("streaming logs of TrainJob %s/%s", tj.Namespace, tj.Name)}
@@ -325,4 +329,22 @@ func listOrNone(names []string) string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")
+}
+
+// dispatchedElsewhere is the error for the logs of a job that MultiKueue runs on a worker
+// cluster: its pods are there, which this server does not reach. Nil for other jobs.
+func (s *TrainJobs) dispatchedElsewhere(ctx context.Context, tj *trainer.TrainJob) error {
+	if ptr.Deref(tj.Spec.ManagedBy, "") != trainer.MultiKueueControllerName {
+		return nil
+	}
+	where := "a worker cluster, once MultiKueue dispatches it (it has not yet)"
+	if s.kube.Kueue() {
+		if wl := s.views.workload(ctx, tj); wl != nil && wl.Cluster != "" {
+			where = "worker cluster " + wl.Cluster
+		}
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+		"TrainJob %s/%s runs on %s (spec.managedBy %s): its pods and their logs are there, not on this cluster. "+
+			"Read them on that cluster: kubectl -n %s logs -l %s=%s --all-containers (or kiln logs against a Kiln API server of that cluster; docs/multicluster.md)",
+		tj.Namespace, tj.Name, where, trainer.MultiKueueControllerName, tj.Namespace, jobsetv1alpha2.JobSetNameKey, tj.Name))
 }

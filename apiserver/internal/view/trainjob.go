@@ -136,6 +136,9 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 		Queue:          rel.Position,
 		Placement:      rel.Placement,
 	}
+	if rel.Workload != nil {
+		st.Cluster = rel.Workload.Cluster
+	}
 	st.State, st.Reason, st.Message = State(tj, rel.Workload)
 	if st.State == kilnv1.State_STATE_RUNNING && st.Reason == ReasonStarting {
 		if reason, msg := Blocked(cmpOr(rel.Pods, rel.StartingPods)); reason != "" {

@@ -39,6 +39,8 @@ type Workload struct {
 	PodSets []PodSet
 	// Levels name the levels of the Topology its queue places on, where known.
 	Levels []kueue.Level
+	// Cluster is the worker cluster MultiKueue dispatched its job to ("" when none holds it).
+	Cluster string
 }
 
 // PodSet is what Kiln shows of a Workload's pod set placed by topology-aware scheduling.
@@ -70,6 +72,7 @@ func WorkloadFrom(u *unstructured.Unstructured) *Workload {
 	if kwl.Status.Admission != nil {
 		wl.ClusterQueue = string(kwl.Status.Admission.ClusterQueue)
 	}
+	wl.Cluster = ptr.Deref(kwl.Status.ClusterName, "")
 	wl.PodSets = topologyPodSets(kwl)
 	conds := kwl.Status.Conditions
 	wl.QuotaReserved = meta.IsStatusConditionTrue(conds, kueuev1beta2.WorkloadQuotaReserved)

@@ -529,6 +529,16 @@ spec: {runtimeRef: {name: torch-distributed}}
 				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodeNotFound))
 				Expect(stream.Err().Error()).To(ContainSubstring("has not started"))
 			})
+
+			It("says where the logs of a job that MultiKueue dispatched are", func(ctx SpecContext) {
+				tj := kilntesting.MakeTrainJob(name("dispatched"), "team-a").ManagedBy(trainer.MultiKueueControllerName).Obj()
+				Expect(admin.Create(ctx, tj)).To(Succeed())
+				stream, err := alice.jobs.StreamLogs(ctx, connect.NewRequest(&kilnv1.StreamLogsRequest{Namespace: "team-a", Name: tj.Name}))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(stream.Receive()).To(BeFalse())
+				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodeFailedPrecondition))
+				Expect(stream.Err().Error()).To(And(ContainSubstring("runs on a worker cluster"), ContainSubstring("kubectl -n team-a logs -l jobset.sigs.k8s.io/jobset-name="+tj.Name)))
+			})
 		})
 	}
 })

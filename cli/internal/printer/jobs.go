@@ -10,8 +10,8 @@ import (
 
 // JobTable prints jobs as `kiln list` and `kiln get` do: NAME, RUNTIME, QUEUE, STATE,
 // NODES, AGE, PROGRESS, ETA, after NAMESPACE when several namespaces show, and with LOSS,
-// LAST UPDATE (of the progress), REASON, STARTED, DEADLINE, TTL and SCHEDULE (of a
-// schedule's run) when wide. The progress columns come after AGE so that a script reading
+// LAST UPDATE (of the progress), REASON, STARTED, DEADLINE, TTL, SCHEDULE (of a
+// schedule's run) and CLUSTER (the worker cluster MultiKueue dispatched it to) when wide. The progress columns come after AGE so that a script reading
 // a pipe's columns by position finds the older ones where they were.
 func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, namespaces, wide bool) *Table {
 	header := []string{"NAME", "RUNTIME", "QUEUE", "STATE", "NODES", "AGE", "PROGRESS", "ETA"}
@@ -19,7 +19,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 		header = append([]string{"NAMESPACE"}, header...)
 	}
 	if wide {
-		header = append(header, "LOSS", "LAST UPDATE", "REASON", "STARTED", "DEADLINE", "TTL", "SCHEDULE")
+		header = append(header, "LOSS", "LAST UPDATE", "REASON", "STARTED", "DEADLINE", "TTL", "SCHEDULE", "CLUSTER")
 	}
 	t := NewTable(io, header...)
 	for _, j := range js {
@@ -50,7 +50,7 @@ func JobTable(io *iostreams.IOStreams, now time.Time, js []*kilnv1.TrainJob, nam
 			if u := st.GetProgress().GetUpdateTime(); u != nil {
 				updated = Age(now, u.AsTime()) + " ago"
 			}
-			cells = append(cells, loss, updated, Dash(st.GetReason()), started, deadline, ttl, Dash(j.GetLabels()[LabelSchedule]))
+			cells = append(cells, loss, updated, Dash(st.GetReason()), started, deadline, ttl, Dash(j.GetLabels()[LabelSchedule]), Dash(st.GetCluster()))
 		}
 		t.ColoredRow(cells, colors)
 	}

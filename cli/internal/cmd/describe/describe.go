@@ -148,6 +148,9 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 		}
 		d.Field("Queue", queue)
 	}
+	if c := st.GetCluster(); c != "" {
+		d.Field("Cluster", c+" (dispatched by MultiKueue: its pods and their logs are on that cluster)")
+	}
 	if sp.GetPriorityClass() != "" {
 		d.Field("Priority class", sp.GetPriorityClass())
 	}

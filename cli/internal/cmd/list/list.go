@@ -36,7 +36,8 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 		Long: `List the training jobs of the namespace (or all namespaces with -A): NAME, RUNTIME, QUEUE,
 STATE, NODES, AGE, and the PROGRESS and ETA its trainer reports ("42%", or "step 1200" for a trainer
 that does not know its total; "-" until it reports). -o wide adds the LOSS, the LAST UPDATE of the
-progress, REASON, STARTED, DEADLINE, TTL and SCHEDULE. On a terminal the columns are aligned under a
+progress, REASON, STARTED, DEADLINE, TTL, SCHEDULE and CLUSTER (the worker cluster that MultiKueue
+dispatched it to). On a terminal the columns are aligned under a
 header; in a pipe each job is one tab-separated line with no header, never truncated. -o json prints
 {"train_jobs": [...]} with the API's field names.`,
 		Example: `  kiln list

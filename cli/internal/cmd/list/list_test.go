@@ -54,8 +54,10 @@ func TestNewCmdList(t *testing.T) {
 func fixture(t *testing.T) *kilntest.Server {
 	s := kilntest.Start(t)
 	// Its trainer reports percent, ETA and loss; bert's its last report; elsewhere's only
-	// its steps; the queued job nothing yet.
-	s.Put(kilntest.Reporting(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING), 42, 310, "0.5321098741"))
+	// its steps; the queued job nothing yet. mnist runs on a worker cluster (MultiKueue).
+	mnist := kilntest.Reporting(kilntest.Job("team", "mnist", kilnv1.State_STATE_RUNNING), 42, 310, "0.5321098741")
+	mnist.Status.Cluster = "kiln-worker-1"
+	s.Put(mnist)
 	q := kilntest.Job("team", "llama-finetune-with-a-rather-long-name", kilnv1.State_STATE_QUEUED)
 	q.Spec.Nodes = 16
 	s.Put(q)
