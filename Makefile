@@ -547,7 +547,7 @@ verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and 
 ##@ Test
 
 # Each phase in turn, with its time (CI's log shows where the budget goes).
-TEST_PHASES := test-unit test-integration test-e2e test-e2e-chart test-upgrade
+TEST_PHASES := test-unit test-integration test-e2e test-e2e-multicluster test-e2e-chart test-upgrade
 # Against the chart's install, the e2e suite runs the specs labelled chart: what the chart
 # changes and a smoke path through every surface (e2e/README.md says which and why).
 E2E_CHART_LABELS ?= chart
@@ -625,6 +625,17 @@ test-upgrade: $(UPGRADE_FROM)/SHA256SUMS $(BIN)/ginkgo ## Install the previous r
 	rc=0; KILN_ROOT=$(ROOT) KILN_INSTALL=chart KILN_CHART_FROM=$(UPGRADE_FROM) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
 		ginkgo --no-color --timeout=20m --label-filter=upgrade ./e2e/test/e2e || rc=$$?; \
 		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc
+
+# Several clusters: the platform as a MultiKueue manager with two worker clusters (no real
+# node: KWOK fleets), and the multi-cluster suite against them (docs/multicluster.md).
+.PHONY: test-e2e-multicluster multicluster-up
+multicluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Start the local platform as a MultiKueue manager with two worker clusters (KWOK fleets of H100s and A100s), each with JobSet, Kueue and Kiln.
+	KILN_WORKERS=2 KILN_REAL_NODES=0 $(PLATFORM) up
+
+test-e2e-multicluster: $(BIN)/ginkgo ## The multi-cluster suite on a fresh manager and two workers (started and stopped around the run).
+	$(MAKE) platform-down multicluster-up
+	rc=0; KILN_ROOT=$(ROOT) KILN_WORKERS=2 KILN_REAL_NODES=0 ginkgo --timeout=20m --no-color --poll-progress-after=180s ./e2e/test/multicluster || rc=$$?; \
+		$(MAKE) platform-down || rc=$$?; exit $$rc
 
 .PHONY: test-e2e-chart
 test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the real node, plus the chart's own specs.

@@ -3,7 +3,8 @@
 //	kiln-platform up          start every component (idempotent) and print what to try next
 //	kiln-platform down        stop every process it started and delete the cluster state
 //	kiln-platform status      show each component, its PID and log
-//	kiln-platform kubeconfig  print the admin kubeconfig path
+//	kiln-platform kubeconfig [CLUSTER]
+//	                          print the admin kubeconfig path (of a worker cluster, named)
 //	kiln-platform leftovers   list what the real node left on this machine (none after down)
 //	kiln-platform forward --listen ADDR --to ADDR
 //	                          relay TCP connections (run by `up` for the real node's pods)
@@ -20,13 +21,14 @@ import (
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
-const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig|leftovers
+const usage = `usage: kiln-platform [--root DIR] up|down|status|kubeconfig [CLUSTER]|leftovers
 
 Sizes and timings come from the environment: KILN_GPU_NODES (4), KILN_SPOT_NODES (2),
 KILN_GPUS_PER_NODE (8), KILN_PODS_PER_NODE (110), KILN_NODE_CPU (32), KILN_NODE_MEMORY (256Gi),
 KILN_POD_RUN_DURATION (2s), KILN_APISERVER_PORT (16443), KILN_REAL_NODES (1: kiln-node-0, a
 kubelet with containerd on this machine; 0: none), KILN_TRAINER (kiln, or upstream:
-Kubeflow Trainer v2.3.0 in place of Kiln, for benchmarks).
+Kubeflow Trainer v2.3.0 in place of Kiln, for benchmarks), KILN_WORKERS (0: the number of
+worker clusters beside this one, which is then their MultiKueue manager; docs/multicluster.md).
 `
 
 func main() {
@@ -55,7 +57,7 @@ func run() error {
 		}
 		return platform.Forward(ctx, *listen, *to)
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() != 1 && !(fs.NArg() == 2 && fs.Arg(0) == "kubeconfig") {
 		fs.Usage()
 		os.Exit(2)
 	}
@@ -90,7 +92,15 @@ func run() error {
 			return fmt.Errorf("the real node left %d things on this machine", len(left))
 		}
 	case "kubeconfig":
-		fmt.Println(p.Kubeconfig())
+		if fs.NArg() == 1 {
+			fmt.Println(p.Kubeconfig())
+			return nil
+		}
+		w, err := p.WorkerNamed(fs.Arg(1))
+		if err != nil {
+			return err
+		}
+		fmt.Println(w.Kubeconfig())
 	default:
 		fs.Usage()
 		os.Exit(2)

@@ -24,6 +24,7 @@ func (p *Platform) addons() addons.Controllers {
 		KueueHealth:     p.KueueHealth,
 		Timeout:         p.ComponentTimeout,
 		IssueKubeconfig: p.issueKubeconfig,
+		MultiKueue:      p.multiKueueConfig(),
 		Out:             p.Out,
 	}
 }

@@ -88,6 +88,11 @@ type Config struct {
 	WithoutKilnAPIServer bool
 	// WithoutTracing exports no traces (the benchmarks: they measure the controllers alone).
 	WithoutTracing bool
+	// Workers is how many worker clusters run beside this one, which is then their
+	// MultiKueue manager (multicluster.go).
+	Workers int
+	// ManagerName is, for a worker cluster, its manager's cluster name.
+	ManagerName string
 	// AuditNamespaces makes the apiserver log every write request in these namespaces (who,
 	// what, the answer) to AuditLogFile, for telling apart which component wrote what.
 	// None by default: logging costs the apiserver time.
@@ -180,7 +185,7 @@ func DefaultConfig(root string) Config {
 func (c Config) FromEnv() (Config, error) {
 	ints := map[string]*int{
 		EnvGPUNodes: &c.GPUNodes, EnvSpotNodes: &c.SpotNodes, EnvGPUsPerNode: &c.GPUsPerNode, EnvAPIServerPort: &c.APIServerPort, EnvPodsPerNode: &c.PodsPerNode,
-		EnvRealNodes: &c.RealNodes, EnvTASBlocks: &c.TASBlocks, EnvTASRacks: &c.TASRacksPerBlock, EnvTASNodes: &c.TASNodesPerRack,
+		EnvRealNodes: &c.RealNodes, EnvWorkers: &c.Workers, EnvTASBlocks: &c.TASBlocks, EnvTASRacks: &c.TASRacksPerBlock, EnvTASNodes: &c.TASNodesPerRack,
 	}
 	for name, dst := range ints {
 		if v, ok := os.LookupEnv(name); ok {
@@ -193,6 +198,9 @@ func (c Config) FromEnv() (Config, error) {
 	}
 	if c.RealNodes > 1 {
 		return c, fmt.Errorf("%s=%d: want 0 or 1 (one machine runs one kubelet)", EnvRealNodes, c.RealNodes)
+	}
+	if c.Workers > maxWorkers {
+		return c, fmt.Errorf("%s=%d: at most %d worker clusters", EnvWorkers, c.Workers, maxWorkers)
 	}
 	if v, ok := os.LookupEnv(EnvNodeCPU); ok {
 		c.NodeCPU = v
@@ -214,6 +222,9 @@ func (c Config) FromEnv() (Config, error) {
 			return c, fmt.Errorf("%s=%s: not a release directory (make release writes one, with its SHA256SUMS): %w", EnvChartFrom, v, err)
 		}
 		c.ChartFrom = v
+	}
+	if c.Workers > 0 && c.Install == InstallChart {
+		return c, fmt.Errorf("%s=%d: worker clusters run with %s=%s only (the chart's manager mode: docs/multicluster.md)", EnvWorkers, c.Workers, EnvInstall, InstallProcesses)
 	}
 	if v, ok := os.LookupEnv(EnvPodRunDuration); ok {
 		d, err := time.ParseDuration(v)

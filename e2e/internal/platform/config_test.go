@@ -29,13 +29,16 @@ func TestFromEnv(t *testing.T) {
 			env:  map[string]string{EnvInstall: "chart", EnvRealNodes: "0", EnvTrainer: "upstream"},
 			want: func(c *Config) { c.Install, c.RealNodes, c.Trainer = InstallChart, 0, TrainerUpstream },
 		},
-		"unknown install": {env: map[string]string{EnvInstall: "helm"}, wantErr: true},
-		"unknown trainer": {env: map[string]string{EnvTrainer: "kubeflow"}, wantErr: true},
-		"two real nodes":  {env: map[string]string{EnvRealNodes: "2"}, wantErr: true},
+		"unknown install":        {env: map[string]string{EnvInstall: "helm"}, wantErr: true},
+		"unknown trainer":        {env: map[string]string{EnvTrainer: "kubeflow"}, wantErr: true},
+		"two real nodes":         {env: map[string]string{EnvRealNodes: "2"}, wantErr: true},
+		"two workers":            {env: map[string]string{EnvWorkers: "2"}, want: func(c *Config) { c.Workers = 2 }},
+		"too many workers":       {env: map[string]string{EnvWorkers: "9"}, wantErr: true},
+		"workers with the chart": {env: map[string]string{EnvWorkers: "1", EnvInstall: "chart"}, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort, EnvInstall, EnvRealNodes, EnvTrainer, EnvTASBlocks, EnvTASRacks, EnvTASNodes} {
+			for _, k := range []string{EnvGPUNodes, EnvSpotNodes, EnvGPUsPerNode, EnvNodeCPU, EnvNodeMemory, EnvPodRunDuration, EnvAPIServerPort, EnvInstall, EnvRealNodes, EnvTrainer, EnvTASBlocks, EnvTASRacks, EnvTASNodes, EnvWorkers} {
 				t.Setenv(k, "") // restored after the test
 				os.Unsetenv(k)
 			}

@@ -42,8 +42,10 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := os.WriteFile(p.PodLogFile(), []byte(podLog), 0o644); err != nil {
 		return fmt.Errorf("writing simulated pod log: %w", err)
 	}
-	if err := p.registryUp(ctx); err != nil {
-		return err
+	if !p.IsWorker() {
+		if err := p.registryUp(ctx); err != nil {
+			return err
+		}
 	}
 	if err := p.controlPlaneUp(ctx); err != nil {
 		return err
@@ -81,6 +83,15 @@ func (p *Platform) Up(ctx context.Context) error {
 	}
 	if err := p.waitNodesReady(ctx, cs); err != nil {
 		return err
+	}
+	if p.Workers > 0 {
+		if err := p.workersUp(ctx, cs); err != nil {
+			return err
+		}
+	}
+	if p.IsWorker() {
+		p.logf("worker %s: up in %s", p.ClusterName, time.Since(start).Round(100*time.Millisecond))
+		return nil
 	}
 	p.logf("Local platform is up in %s.", time.Since(start).Round(100*time.Millisecond))
 	return nil
@@ -164,16 +175,19 @@ func (p *Platform) clients() (*cluster.Clients, error) {
 
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
-	var errs []error
+	errs := []error{p.workersDown(ctx)}
 	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess(), p.RegistryProcess()}, p.chart().Forwards("")...)
 	for _, proc := range append(procs, p.addons().Processes()...) {
 		if err := proc.StopReporting(p.Out); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	// Always, whatever RealNodes says: a node left by an earlier run is cleaned up too.
-	if err := p.realNode(p.Out).Down(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("real node: %w", err))
+	// Always, whatever RealNodes says: a node left by an earlier run is cleaned up too
+	// (by the manager: workers never have one).
+	if !p.IsWorker() {
+		if err := p.realNode(p.Out).Down(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("real node: %w", err))
+		}
 	}
 	if _, err := os.Stat(p.ClusterDir()); err == nil {
 		p.logf("stopping and deleting the control plane %q", p.ClusterName)
@@ -190,8 +204,10 @@ func (p *Platform) Down(ctx context.Context) error {
 	}
 	// The real node's volumes were the deleted cluster's claims'. (The node's own Down
 	// keeps them: `up` restarts a node that crashed under a cluster that still has them.)
-	if err := os.RemoveAll(p.realNode(p.Out).VolumesDir()); err != nil {
-		errs = append(errs, err)
+	if !p.IsWorker() {
+		if err := os.RemoveAll(p.realNode(p.Out).VolumesDir()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -219,12 +235,14 @@ func (p *Platform) Status(ctx context.Context) bool {
 	switch {
 	case p.Install == InstallChart: // JobSet and Kueue run as the chart's pods
 		procs = append(procs, p.chart().Forwards("")...)
-	case p.Trainer == TrainerKiln:
+	case p.Trainer == TrainerKiln && !p.WithoutKilnAPIServer:
 		procs = append(p.addons().Processes(), p.TrainerProcess(), p.APIServerProcess())
 	default:
 		procs = append(p.addons().Processes(), p.TrainerProcess())
 	}
-	procs = append(procs, p.RegistryProcess())
+	if !p.IsWorker() {
+		procs = append(procs, p.RegistryProcess())
+	}
 	if p.RealNodes > 0 {
 		procs = append(procs, p.realNode(p.Out).Processes()...)
 	}
@@ -237,28 +255,43 @@ func (p *Platform) Status(ctx context.Context) bool {
 		p.logf("kube-apiserver is not ready")
 		ok = false
 	}
+	for i := 1; i <= p.Workers; i++ {
+		w := &Platform{Config: p.Worker(i), Out: p.Out}
+		p.logf("--- worker cluster %s", w.ClusterName)
+		ok = w.Status(ctx) && ok
+	}
 	return ok
 }
 
 // NextSteps is what `make up` prints when the platform is ready.
 func (p *Platform) NextSteps() string {
-	kc := p.Kubeconfig()
-	return strings.Join([]string{
+	steps := []string{
 		"",
 		"The local platform runs on 127.0.0.1. Try:",
-		"  export KUBECONFIG=" + kc,
+		"  export KUBECONFIG=" + p.Kubeconfig(),
 		"  export PATH=" + p.BinDir + ":$PATH",
 		"  kubectl get nodes -L nvidia.com/gpu.product,cloud.google.com/gke-spot",
 		"  kubectl get clusterqueues,localqueues -A",
-		"Real pods run on " + RealNodeName + " (make down stops it; KILN_REAL_NODES=0 leaves it out); a DDP job on it: docs/real-node.md",
-		"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello",
-		"Kiln's API server is at " + p.KilnAPIURL() + " (h2c: " + fmt.Sprintf("http://127.0.0.1:%d", p.KilnAPIPort) + "), for user " + DemoUser + " in namespace " + DemoNamespace + ":",
-		"  export KILN_CONFIG=" + p.ClientConfigFile(),
+	}
+	if p.RealNodes > 0 {
+		steps = append(steps,
+			"Real pods run on "+RealNodeName+" (make down stops it; KILN_REAL_NODES=0 leaves it out); a DDP job on it: docs/real-node.md",
+			"  kubectl create job hello --image=busybox -- echo hi && kubectl wait --for=condition=Complete job/hello")
+	}
+	if p.Workers > 0 {
+		steps = append(steps,
+			fmt.Sprintf("This cluster is the MultiKueue manager of %d worker clusters: jobs of LocalQueue %s/%s run on them (docs/multicluster.md)", p.Workers, DefaultNamespace, MultiClusterQueue),
+			"  kubectl get multikueueclusters",
+			fmt.Sprintf("  kubectl --kubeconfig $(kiln-platform kubeconfig %s) get trainjobs,pods", p.WorkerName(1)))
+	}
+	return strings.Join(append(steps,
+		"Kiln's API server is at "+p.KilnAPIURL()+" (h2c: "+fmt.Sprintf("http://127.0.0.1:%d", p.KilnAPIPort)+"), for user "+DemoUser+" in namespace "+DemoNamespace+":",
+		"  export KILN_CONFIG="+p.ClientConfigFile(),
 		"  kiln submit --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue default --wait -- torchrun train.py",
 		"  kiln list",
 		fmt.Sprintf("Its web console: http://127.0.0.1:%d/ (sign in with the token in %s; docs/console.md)", p.KilnAPIPort, p.ClientConfigFile()),
 		"Walk-through: docs/quickstart.md. Stop everything with: make down",
-	}, "\n")
+	), "\n")
 }
 
 // waitPortFree waits until nothing accepts connections on 127.0.0.1:port.

@@ -3,10 +3,8 @@ package platform
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -60,6 +58,10 @@ func (c Config) Queues() ([]*unstructured.Unstructured, error) {
 		map[string]any{"name": FlavorGPU, "resources": gpuQuota},
 		map[string]any{"name": FlavorSpot, "resources": spotQuota})
 	objs := []*unstructured.Unstructured{gpu, spot, cq, localQueue(DefaultLocalQueue, ClusterQueueName)}
+	if c.IsWorker() {
+		// The manager's dispatched jobs keep the name of its LocalQueue.
+		objs = append(objs, localQueue(MultiClusterQueue, ClusterQueueName))
+	}
 	if c.TASNodes() > 0 {
 		tas, err := c.tasQueues()
 		if err != nil {
@@ -126,30 +128,11 @@ func localQueue(name, clusterQueue string) *unstructured.Unstructured {
 
 // quota is the capacity of n nodes, as ClusterQueue resources.
 func (c Config) quota(n int) ([]any, error) {
-	mul := func(field, q string) (string, error) {
-		v, err := resource.ParseQuantity(q)
-		if err != nil {
-			return "", fmt.Errorf("node %s %q: %w", field, q, err)
-		}
-		total := resource.NewQuantity(0, v.Format)
-		for range n {
-			total.Add(v)
-		}
-		return total.String(), nil
-	}
-	cpu, err := mul("cpu", c.NodeCPU)
+	total, err := c.capacity(n)
 	if err != nil {
 		return nil, err
 	}
-	mem, err := mul("memory", c.NodeMemory)
-	if err != nil {
-		return nil, err
-	}
-	return []any{
-		map[string]any{"name": "cpu", "nominalQuota": cpu},
-		map[string]any{"name": "memory", "nominalQuota": mem},
-		map[string]any{"name": ResourceGPU, "nominalQuota": strconv.Itoa(n * c.GPUsPerNode)},
-	}, nil
+	return quotaOf(total), nil
 }
 
 func (p *Platform) applyQueues(ctx context.Context, cs *cluster.Clients) error {

@@ -369,6 +369,53 @@ var _ = Describe("The Helm chart", func() {
 		Expect(fmt.Sprint(quota[0])).To(ContainSubstring("nominalQuota:16"))
 	})
 
+	It("makes a MultiKueue manager dispatch its default queues to the workers it names", func() {
+		objs, out, err := helmTemplate("kiln-system", append(kilnOnly, "multiCluster.role=manager", "defaultQueues.enabled=true",
+			"multiCluster.workers[0].name=gpu-east", "multiCluster.workers[0].kubeconfigSecret=gpu-east-kubeconfig",
+			"multiCluster.workers[1].name=gpu-west", "multiCluster.workers[1].kubeconfigSecret=gpu-west-kubeconfig")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		data, _, _ := unstructured.NestedString(find(objs, "ConfigMap", "kiln-queues").Object, "data", "queues.yaml")
+		queues, err := kilntesting.DecodeManifests([]byte(data))
+		Expect(err).NotTo(HaveOccurred())
+		checks, _, _ := unstructured.NestedSlice(find(queues, "ClusterQueue", "cluster-queue").Object, "spec", "admissionChecksStrategy", "admissionChecks")
+		Expect(checks).To(Equal([]any{map[string]any{"name": "cluster-queue-multikueue"}}))
+		Expect(find(queues, "AdmissionCheck", "cluster-queue-multikueue").Object["spec"]).To(HaveKeyWithValue("controllerName", "kueue.x-k8s.io/multikueue"))
+		clusters, _, _ := unstructured.NestedStringSlice(find(queues, "MultiKueueConfig", "cluster-queue-multikueue").Object, "spec", "clusters")
+		Expect(clusters).To(Equal([]string{"gpu-east", "gpu-west"}))
+		secret, _, _ := unstructured.NestedString(find(queues, "MultiKueueCluster", "gpu-west").Object, "spec", "clusterSource", "kubeConfig", "location")
+		Expect(secret).To(Equal("gpu-west-kubeconfig"))
+		Expect(fmt.Sprint(find(objs, "ClusterRole", "kiln-queues").Object["rules"])).To(ContainSubstring("multikueueclusters"))
+	})
+
+	It("lets a MultiKueue manager act on a worker as one ServiceAccount, with what MultiKueue does there", func() {
+		objs, out, err := helmTemplate("kiln-system", append(kilnOnly, "multiCluster.role=worker")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		token := find(objs, "Secret", "multikueue-token")
+		Expect(token.Object).To(HaveKeyWithValue("type", "kubernetes.io/service-account-token"))
+		Expect(token.GetAnnotations()).To(HaveKeyWithValue("kubernetes.io/service-account.name", "multikueue"))
+		find(objs, "ServiceAccount", "multikueue")
+		rules := fmt.Sprint(find(objs, "ClusterRole", "kiln-multikueue-worker").Object["rules"])
+		Expect(rules).To(And(ContainSubstring("resources:[workloads] verbs:[get list watch create update patch delete]"), ContainSubstring("trainjobs"), ContainSubstring("jobsets")))
+		subjects, _, _ := unstructured.NestedSlice(find(objs, "ClusterRoleBinding", "kiln-multikueue-worker").Object, "subjects")
+		Expect(subjects).To(ConsistOf(HaveKeyWithValue("name", "multikueue")))
+		for _, o := range objs {
+			Expect(o.GetKind()).NotTo(Equal("MultiKueueCluster"))
+		}
+	})
+
+	It("refuses a MultiKueue setup that cannot work, saying what to set", func() {
+		for set, want := range map[string][]string{
+			"a manager without workers":        {"multiCluster.role=manager", "defaultQueues.enabled=true"},
+			"a manager without default queues": {"multiCluster.role=manager", "multiCluster.workers[0].name=w", "multiCluster.workers[0].kubeconfigSecret=w"},
+			"workers of no manager":            {"multiCluster.workers[0].name=w", "multiCluster.workers[0].kubeconfigSecret=w"},
+			"an unknown role":                  {"multiCluster.role=boss"},
+		} {
+			_, out, err := helmTemplate("kiln-system", append(kilnOnly, want...)...)
+			Expect(err).To(HaveOccurred(), set)
+			Expect(out).To(ContainSubstring("multiCluster"), set)
+		}
+	})
+
 	It("adds the ServiceMonitor, PrometheusRule, dashboard and tracing when asked, and none by default", func() {
 		objs, out, err := helmTemplate("kiln-system", kilnOnly...)
 		Expect(err).NotTo(HaveOccurred(), out)

@@ -67,6 +67,8 @@ type Controllers struct {
 	Timeout time.Duration
 	// IssueKubeconfig returns a kubeconfig for a user in a group (kwokctl get kubeconfig).
 	IssueKubeconfig func(ctx context.Context, user, group string) ([]byte, error)
+	// MultiKueue is Kueue's multiKueue configuration on a MultiKueue manager (nil: none).
+	MultiKueue map[string]any
 
 	Out io.Writer
 }
@@ -125,6 +127,9 @@ func (c Controllers) addons() []addon {
 			// The visibility API is an aggregated API server that needs an in-cluster Service.
 			"featureGates": map[string]any{"VisibilityOnDemand": false},
 		},
+	}
+	if c.MultiKueue != nil {
+		kueue.config["multiKueue"] = c.MultiKueue
 	}
 	for _, a := range []*addon{&jobset, &kueue} {
 		cfgPath := filepath.Join(c.ConfigDir, a.name+".yaml")
