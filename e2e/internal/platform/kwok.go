@@ -68,10 +68,11 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 		"componentsPatches": []any{
 			map[string]any{"name": "kube-controller-manager", "extraArgs": budget},
 			// On 2 cores the apiserver is what everything waits for, and a quarter of its CPU is
-			// garbage collection: it gets memory (this machine has plenty) in exchange.
+			// garbage collection: it gets memory (this machine has plenty) in exchange. A
+			// worker cluster's sees a few jobs at a time, and keeps Go's default.
 			map[string]any{
 				"name":      "kube-apiserver",
-				"extraEnvs": []any{map[string]any{"name": "GOGC", "value": "400"}},
+				"extraEnvs": []any{map[string]any{"name": "GOGC", "value": c.apiserverGOGC()}},
 				"extraArgs": c.apiserverNodeArgs(),
 			},
 			// KWOK keeps to its own nodes (and their pods): the real node has a kubelet.
@@ -105,6 +106,13 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 	}
 	docs = append(docs, string(logs))
 	return strings.Join(docs, "\n---\n"), nil
+}
+
+func (c Config) apiserverGOGC() string {
+	if c.IsWorker() {
+		return "100"
+	}
+	return "400"
 }
 
 // apiserverNodeArgs give the apiserver the cluster's network (Services in ServiceCIDR, its

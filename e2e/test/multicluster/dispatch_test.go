@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,13 +22,14 @@ import (
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/test/framework"
 )
 
 // dispatched is a one-node TrainJob of 4 GPUs in the manager's dispatching queue; its pods
 // run for run (simulated on the workers' KWOK nodes).
 func dispatched(name string, run time.Duration) *kilntesting.TrainJobWrapper {
 	gpus := resource.MustParse("4")
-	return kilntesting.MakeTrainJob(name, platform.DefaultNamespace).Queue(platform.MultiClusterQueue).NumNodes(1).
+	return kilntesting.MakeTrainJob(name, platform.DefaultNamespace).Queue(platform.MultiClusterQueue).NumNodes(1).Command("torchrun", "train.py").
 		ResourcesPerNode(corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{platform.ResourceGPU: gpus}, Limits: corev1.ResourceList{platform.ResourceGPU: gpus},
 		}).
@@ -84,6 +86,18 @@ var _ = Describe("MultiKueue dispatch", func() {
 				g.Expect(workers).To(HaveKey(workerCluster(ctx, g, tj)))
 			}).WithTimeout(5 * time.Minute).Should(Succeed())
 		}
+
+		By("kiln, against the manager's API server, shows where a job runs and where its logs are")
+		one := fmt.Sprintf("%s%02d", prefix, 0)
+		out, errOut, code := kilnCLI("list", "-o", "wide")
+		Expect(code).To(BeZero(), errOut)
+		Expect(out).To(MatchRegexp(`(?m)^` + one + `\t.*\tkiln-worker-[12]$`))
+		out, errOut, code = kilnCLI("describe", one)
+		Expect(code).To(BeZero(), errOut)
+		Expect(out).To(MatchRegexp(`Cluster:\s+kiln-worker-[12] \(dispatched by MultiKueue`))
+		_, errOut, code = kilnCLI("logs", one)
+		Expect(code).NotTo(BeZero())
+		Expect(errOut).To(MatchRegexp(`runs on worker cluster kiln-worker-[12] .*kubectl -n default logs -l jobset.sigs.k8s.io/jobset-name=` + one))
 
 		By("every job with a TTL deleted on the manager and on the workers")
 		Eventually(ctx, func(g Gomega) {
@@ -142,6 +156,55 @@ var _ = Describe("MultiKueue dispatch", func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Reason).To(Equal(trainer.TrainJobDeadlineExceededReason))
 			g.Expect(got.Status.CompletionTime).NotTo(BeNil())
+		}).Should(Succeed())
+	})
+})
+
+var _ = Describe("Suspend, resume and delete on the manager", func() {
+	It("reach the worker's copy", func(ctx context.Context) {
+		tj := dispatched("mk-suspend-"+rand.String(4), 30*time.Second).Obj()
+		Expect(manager.Create(ctx, tj)).To(Succeed())
+		key := client.ObjectKeyFromObject(tj)
+		var on string
+		Eventually(ctx, func(g Gomega) {
+			got := &trainer.TrainJob{}
+			g.Expect(manager.Get(ctx, key, got)).To(Succeed())
+			on = workerCluster(ctx, g, got)
+			g.Expect(workers).To(HaveKey(on))
+			g.Expect(workers[on].Get(ctx, key, &trainer.TrainJob{})).To(Succeed())
+		}).Should(Succeed())
+
+		By("suspended on the manager (kiln suspend: its Workload deactivated): the copy on " + on + " goes, the job waits suspended")
+		_, errOut, code := kilnCLI("suspend", tj.Name)
+		Expect(code).To(BeZero(), errOut)
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(apierrors.IsNotFound(workers[on].Get(ctx, key, &trainer.TrainJob{}))).To(BeTrue(), "the copy on %s is still there", on)
+			got := &trainer.TrainJob{}
+			g.Expect(manager.Get(ctx, key, got)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobSuspended)).To(BeTrue(), "conditions %+v", got.Status.Conditions)
+			g.Expect(got.Status.StartTime).To(BeNil())
+		}).Should(Succeed())
+
+		By("resumed: dispatched again, and completes")
+		_, errOut, code = kilnCLI("resume", tj.Name)
+		Expect(code).To(BeZero(), errOut)
+		read := func(g Gomega) *trainer.TrainJob {
+			got := &trainer.TrainJob{}
+			g.Expect(manager.Get(ctx, key, got)).To(Succeed())
+			return got
+		}
+		Eventually(ctx, func(g Gomega) {
+			got := read(g)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete)).To(BeTrue(), "conditions %+v", got.Status.Conditions)
+		}).Should(Succeed())
+
+		By("deleted on the manager: gone everywhere")
+		Expect(manager.Delete(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			for name, c := range workers {
+				g.Expect(apierrors.IsNotFound(c.Get(ctx, key, &trainer.TrainJob{}))).To(BeTrue(), "still on %s", name)
+			}
+			g.Expect(apierrors.IsNotFound(manager.Get(ctx, key, &trainer.TrainJob{}))).To(BeTrue())
 		}).Should(Succeed())
 	})
 })
@@ -219,3 +282,9 @@ var _ = Describe("A lost worker", Serial, func() {
 		Expect(reasons).To(ContainElement("WorkerLost"))
 	})
 })
+
+// kilnCLI runs bin/kiln against the manager's Kiln API server, as the platform's demo user.
+func kilnCLI(args ...string) (stdout, stderr string, code int) {
+	GinkgoHelper()
+	return framework.CLI{Bin: plat.Bin("kiln"), Env: []string{"KILN_CONFIG=" + plat.ClientConfigFile()}}.Run("", args...)
+}

@@ -44,10 +44,11 @@ import (
 func (r *TrainJobReconciler) reconcileDispatched(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
 	workloads := r.workloads(ctx, tj)
 	st := dispatchedStatus(tj, kueue.WorkerCluster(workloads))
-	var evs []event
-	if lost := staleCounts(&tj.Status, st); lost {
-		evs = append(evs, event{kind: corev1.EventTypeWarning, reason: ReasonWorkerLost, note: "No worker cluster holds the job any more, but its status still counts pods running on one: " +
-			"Kiln set them to 0, so that Kueue releases its quota and dispatches it again" + evictionNote(workloads)})
+	// The events of what this reconcile changes (Kueue's mirror writes the rest).
+	evs := transitions(&tj.Status, st)
+	if why, lost := workerLost(workloads); lost && staleCounts(&tj.Status, st) {
+		evs = append(evs, event{kind: corev1.EventTypeWarning, reason: ReasonWorkerLost, note: "Kueue evicted the job from its worker cluster (" + why + "), whose pods its status still counted: " +
+			"Kiln set them to 0, so that Kueue releases its quota and dispatches it again"})
 	}
 	policy, err := r.runPolicy(ctx, tj)
 	if err != nil {
@@ -104,14 +105,17 @@ func staleCounts(before, after *trainer.TrainJobStatus) bool {
 	return false
 }
 
-// evictionNote is Kueue's word on why it evicted the workload, when it says one.
-func evictionNote(workloads []kueuev1beta2.Workload) string {
+// workerLost reports whether Kueue evicted the job by its MultiKueue admission check (the
+// worker holding it was lost), and Kueue's message. A job suspended or preempted on the
+// manager is evicted for other reasons; its copy on a worker that answers is stopped there.
+func workerLost(workloads []kueuev1beta2.Workload) (string, bool) {
 	for i := range workloads {
-		if c := meta.FindStatusCondition(workloads[i].Status.Conditions, kueuev1beta2.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
-			return " (Kueue: " + c.Message + ")"
+		c := meta.FindStatusCondition(workloads[i].Status.Conditions, kueuev1beta2.WorkloadEvicted)
+		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == kueuev1beta2.WorkloadEvictedByAdmissionCheck {
+			return c.Message, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // dispatchedStatus is the status of a TrainJob that MultiKueue dispatches, given the worker

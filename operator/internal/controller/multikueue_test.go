@@ -145,7 +145,7 @@ func TestReconcileDispatchedFromALostWorker(t *testing.T) {
 	wl := &kueuev1beta2.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "trainjob-job", Namespace: "ns", Labels: map[string]string{trainer.KueueJobUIDLabel: "uid-1"}},
 		Status: kueuev1beta2.WorkloadStatus{Conditions: []metav1.Condition{{
-			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "AdmissionCheck", Message: "Admitting remote lost",
+			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueuev1beta2.WorkloadEvictedByAdmissionCheck, Message: "Admitting remote lost",
 		}}},
 	}
 	h := newHarness(t, tj, wl, torch.ClusterTrainingRuntime())
@@ -153,11 +153,32 @@ func TestReconcileDispatchedFromALostWorker(t *testing.T) {
 	if got := h.trainJob(tj).Status.JobsStatus[0].Active; ptr.Deref(got, -1) != 0 {
 		t.Errorf("active = %v, want 0: no worker holds the job", got)
 	}
-	if diff := cmp.Diff([]string{"Warning WorkerLost"}, h.recorded()); diff != "" {
+	if diff := cmp.Diff([]string{"Normal Suspended", "Warning WorkerLost"}, h.recorded()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	h.reconcile(tj)
 	if diff := cmp.Diff([]string(nil), h.recorded()); diff != "" {
 		t.Errorf("events of the next reconcile (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcileDispatchedSuspendedOnTheManager(t *testing.T) {
+	resumed := cond(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, t0)
+	tj := kilntesting.MakeTrainJob("job", "ns").UID("uid-1").Queue("multicluster").ManagedBy(trainer.MultiKueueControllerName).Suspend(true).StartTime(t0).Obj()
+	tj.Status = mirrored([]metav1.Condition{resumed}, 2)
+	wl := &kueuev1beta2.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainjob-job", Namespace: "ns", Labels: map[string]string{trainer.KueueJobUIDLabel: "uid-1"}},
+		Status: kueuev1beta2.WorkloadStatus{Conditions: []metav1.Condition{{
+			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Deactivated", Message: "The workload is deactivated",
+		}}},
+	}
+	h := newHarness(t, tj, wl, torch.ClusterTrainingRuntime())
+	h.reconcile(tj)
+	got := h.trainJob(tj)
+	if ptr.Deref(got.Status.JobsStatus[0].Active, -1) != 0 || condition(got, trainer.TrainJobSuspended) != "True/Suspended" {
+		t.Errorf("status = %+v: want no active pods and Suspended", got.Status)
+	}
+	if diff := cmp.Diff([]string{"Normal Suspended"}, h.recorded()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
