@@ -279,6 +279,7 @@ function Summary({ job, now }: { job: v1.TrainJob; now: number }) {
   const asked = topologyAsked(job.spec?.topology);
   if (asked) rows.push(["Topology", asked]);
   for (const where of placements(s?.placement)) rows.push(["Placement", where]);
+  if (s?.cluster) rows.push(["Cluster", `${s.cluster} (dispatched by MultiKueue: its pods and logs are there)`]);
   if (s?.restarts?.count) rows.push(["Restarts", `${s.restarts.count}${s.restarts.lastReason ? ` (last: ${s.restarts.lastReason})` : ""}`]);
   return (
     <dl class="summary">
