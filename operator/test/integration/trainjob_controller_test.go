@@ -203,15 +203,25 @@ var _ = Describe("TrainJob controller", func() {
 		}).Should(Succeed())
 	})
 
-	It("leaves TrainJobs managed by MultiKueue alone", func(ctx context.Context) {
+	It("renders nothing for a TrainJob managed by MultiKueue, and deletes it after its TTL once the mirrored status says it finished", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		namespacedTorchRuntime(ctx, ns, "torch")
 		tj := newTrainJob(ns, "remote", "torch")
 		tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueControllerName)
+		tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](2)
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		Consistently(ctx, func() bool {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, 2*time.Second).Should(BeTrue())
+		By("Kueue mirroring the worker's completion")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), tj)).To(Succeed())
+		meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "done on a worker"})
+		Expect(k8s.Status().Update(ctx, tj)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			got := &trainer.TrainJob{}
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(tj), got)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "completionTime %v", got.Status.CompletionTime)
+		}).WithTimeout(20 * time.Second).Should(Succeed())
 	})
 
 	It("fails clearly while the runtime is missing and recovers once it exists", func(ctx context.Context) {
