@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/telemetry"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -60,12 +61,13 @@ func applyDeadline(tj *trainer.TrainJob, st *trainer.TrainJobStatus, policy trai
 // deleteJobSetPastDeadline has the JobSet of a job that failed its deadline deleted (by the
 // stopper, in the background), once that failure is stored: a TrainJob whose JobSet is gone
 // but that is not yet known to have failed would otherwise create it again.
-func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, js *jobsetv1alpha2.JobSet, st *trainer.TrainJobStatus) {
+func (r *TrainJobReconciler) deleteJobSetPastDeadline(ctx context.Context, tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet, st *trainer.TrainJobStatus) {
 	c := meta.FindStatusCondition(st.Conditions, trainer.TrainJobFailed)
 	if js == nil || !js.DeletionTimestamp.IsZero() || c == nil || c.Status != metav1.ConditionTrue ||
 		(c.Reason != trainer.TrainJobDeadlineExceededReason && c.Reason != trainer.TrainJobProgressDeadlineExceededReason) {
 		return
 	}
 	traceStep(ctx, "delete JobSet (handed to the stopper)", time.Now(), nil)
-	r.stopper.stop(ctx, js)
+	// The deletion is a span of the job's trace (the one its submission started).
+	r.stopper.stop(telemetry.FromAnnotations(ctx, tj.Annotations), js)
 }

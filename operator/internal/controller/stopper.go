@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kiln-ml/kiln/api/telemetry"
 )
 
 // stopParallel is how many JobSet deletions the stopper has under way at once: enough to
@@ -44,7 +49,9 @@ func newJobSetStopper(c client.Client) *jobSetStopper {
 	return &jobSetStopper{client: c, ctx: context.Background(), slots: make(chan struct{}, stopParallel), underway: map[types.UID]bool{}}
 }
 
-// stop deletes js and its Jobs in the background, unless that is under way already.
+// stop deletes js and its Jobs in the background, unless that is under way already. The
+// deletion is a span of the trace of ctx's span context (the TrainJob's), from this call to
+// the deletion's success, with the attempts the apiserver refused as its events.
 func (s *jobSetStopper) stop(ctx context.Context, js *jobsetv1alpha2.JobSet) {
 	s.mu.Lock()
 	if s.underway[js.UID] {
@@ -55,6 +62,8 @@ func (s *jobSetStopper) stop(ctx context.Context, js *jobsetv1alpha2.JobSet) {
 	s.mu.Unlock()
 	log := klog.FromContext(ctx)
 	key, uid := client.ObjectKeyFromObject(js), js.UID
+	parent := trace.ContextWithRemoteSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
+	start := time.Now()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -63,19 +72,42 @@ func (s *jobSetStopper) stop(ctx context.Context, js *jobsetv1alpha2.JobSet) {
 			delete(s.underway, uid)
 			s.mu.Unlock()
 		}()
+		var refused []error
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, stopRetry) {
 			err := s.delete(key, uid)
 			if err == nil {
+				traceStop(parent, key, start, refused, s.ctx.Err())
 				return
 			}
+			refused = append(refused, err)
 			log.Error(err, "Deleting the JobSet of a TrainJob past its deadline; retrying", "jobSet", key, "retryIn", wait)
 			select {
 			case <-s.ctx.Done():
+				traceStop(parent, key, start, refused, s.ctx.Err())
 				return
 			case <-time.After(wait):
 			}
 		}
 	}()
+}
+
+// traceStop records the stopper's deletion of a JobSet, asked at start, as a span under
+// parent: the attempts the apiserver refused are its events; it failed when the operator
+// stopped first (stopped is the reason).
+func traceStop(parent context.Context, key client.ObjectKey, start time.Time, refused []error, stopped error) {
+	_, span := telemetry.Tracer().Start(parent, "TrainJob pods stopped (JobSet deleted)", trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("k8s.namespace.name", key.Namespace),
+			attribute.String("kiln.trainjob.name", key.Name),
+			attribute.Int("kiln.stopper.attempts", len(refused)+1),
+		))
+	for _, err := range refused {
+		span.AddEvent("refused", trace.WithAttributes(attribute.String("error", err.Error())))
+	}
+	if stopped != nil {
+		span.SetStatus(codes.Error, "the operator stopped before the JobSet was deleted: "+stopped.Error())
+	}
+	span.End()
 }
 
 // delete deletes the JobSet (that very one: its UID) and its Jobs, in one of the slots.

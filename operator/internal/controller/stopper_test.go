@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kiln-ml/kiln/api/telemetry"
 )
 
 func stopperClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.Client {
@@ -61,6 +67,46 @@ func TestStopperDeletesOnceAndRetries(t *testing.T) {
 		t.Errorf("another JobSet's Job was deleted: %v", err)
 	}
 
+}
+
+// The deletion is a span of the TrainJob's trace, its refused attempts events of it.
+func TestStopperTracesTheDeletion(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "js-1"}}
+	var deletes atomic.Int32
+	c := stopperClient(t, interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		if deletes.Add(1) == 1 {
+			return apierrors.NewServiceUnavailable("the apiserver is busy")
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}, js)
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	ctx := telemetry.FromAnnotations(context.Background(), map[string]string{telemetry.TraceParentAnnotation: traceparent})
+	s := newJobSetStopper(c)
+	s.stop(ctx, js)
+	s.wait()
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	if got := sp.SpanContext().TraceID().String(); got != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("trace %s, want the TrainJob's", got)
+	}
+	if got := sp.Parent().SpanID().String(); got != "b7ad6b7169203331" {
+		t.Errorf("parent %s, want the TrainJob's span", got)
+	}
+	var events []string
+	for _, e := range sp.Events() {
+		events = append(events, e.Name)
+	}
+	if diff := cmp.Diff([]string{"refused"}, events); diff != "" {
+		t.Errorf("span events (-want +got):\n%s", diff)
+	}
 }
 
 // Under way at most stopParallel at once, and all of them done.

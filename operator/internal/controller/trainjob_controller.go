@@ -197,7 +197,7 @@ func (r *TrainJobReconciler) act(ctx context.Context, tj *trainer.TrainJob, js *
 	// That reconcile hands the deletion to the stopper, which does it in the background, so
 	// that no worker waits on deletions while other deadlines fall due. A later reconcile
 	// that finds the JobSet still there (after a restart) asks again.
-	r.deleteJobSetPastDeadline(ctx, js, st)
+	r.deleteJobSetPastDeadline(ctx, tj, js, st)
 	if acts.restartPods {
 		if err := r.restartPods(ctx, js); err != nil {
 			return reconcile.Result{}, err
