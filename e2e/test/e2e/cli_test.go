@@ -171,7 +171,7 @@ var _ = Describe("kiln CLI", func() {
 		Eventually(func() string {
 			out, _, _ := kilnCLI("", "list", "-o", "wide")
 			return out
-		}).Should(MatchRegexp(`(?m)^` + run + `\t.*\tcli-weekly$`))
+		}).Should(MatchRegexp(`(?m)^` + run + `\t.*\tcli-weekly\t-$`))
 		out, _, code = kilnCLI("", "schedule", "runs", "cli-weekly")
 		Expect(code).To(Equal(0))
 		Expect(out).To(HavePrefix(run + "\ttorch-distributed\tdefault\t"))
