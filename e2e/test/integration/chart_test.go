@@ -403,6 +403,11 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 
+	It("renders the values of a release from before multiCluster, as `helm upgrade --reuse-values` passes them", func() {
+		_, out, err := helmTemplate("kiln-system", "multiCluster=null", "defaultQueues.enabled=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+	})
+
 	It("refuses a MultiKueue setup that cannot work, saying what to set", func() {
 		for set, want := range map[string][]string{
 			"a manager without workers":        {"multiCluster.role=manager", "defaultQueues.enabled=true"},
