@@ -231,19 +231,6 @@ func sumQuantities(a, b []resource.Quantity) []resource.Quantity {
 	return a
 }
 
-// applyWhenKueueServes applies Kueue objects, retrying while Kueue's webhooks come up.
-func (p *Platform) applyWhenKueueServes(ctx context.Context, cs *cluster.Clients, objs []*unstructured.Unstructured) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, queueApplyDeadline, true, func(ctx context.Context) (bool, error) {
-		last = cs.Apply(ctx, objs...)
-		return last == nil, nil
-	})
-	if err != nil {
-		return errors.Join(err, last)
-	}
-	return nil
-}
-
 // waitMultiKueueActive waits until the manager's Kueue reaches every worker.
 func waitMultiKueueActive(ctx context.Context, cs *cluster.Clients, clusters []string, timeout time.Duration) error {
 	gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "multikueueclusters"}

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -140,18 +141,26 @@ func (p *Platform) applyQueues(ctx context.Context, cs *cluster.Clients) error {
 	if err != nil {
 		return err
 	}
-	// Kueue's webhooks validate these; they can lag readiness by a moment.
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, queueApplyDeadline, true, func(ctx context.Context) (bool, error) {
-		last = cs.Apply(ctx, objs...)
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("creating Kueue queues: %w", last)
+	if err := p.applyWhenKueueServes(ctx, cs, objs); err != nil {
+		return fmt.Errorf("creating Kueue queues: %w", err)
 	}
 	p.logf("kueue: ResourceFlavors %s and %s, ClusterQueue %s, LocalQueue %s/%s", FlavorGPU, FlavorSpot, ClusterQueueName, DefaultNamespace, DefaultLocalQueue)
 	if p.TASNodes() > 0 {
 		p.logf("kueue: Topology %s (block, rack, host), ResourceFlavor %s, ClusterQueue %s, LocalQueue %s/%s", TopologyName, FlavorTAS, TASClusterQueue, DefaultNamespace, TASLocalQueue)
+	}
+	return nil
+}
+
+// applyWhenKueueServes applies Kueue objects, retrying while Kueue's webhooks come up (they
+// validate these, and can lag Kueue's readiness by a moment); the error is the last apply's.
+func (p *Platform) applyWhenKueueServes(ctx context.Context, cs *cluster.Clients, objs []*unstructured.Unstructured) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, queueApplyDeadline, true, func(ctx context.Context) (bool, error) {
+		last = cs.Apply(ctx, objs...)
+		return last == nil, nil
+	})
+	if err != nil {
+		return errors.Join(err, last)
 	}
 	return nil
 }

@@ -138,16 +138,23 @@ func TestWorkerCopyLeavesTTLToTheManager(t *testing.T) {
 	}
 }
 
-func TestReconcileDispatchedFromALostWorker(t *testing.T) {
+// evicted is a dispatched job that ran on a worker (its mirrored status counts 2 active
+// pods), now suspended by Kueue, whose Workload no worker holds: evicted for reason.
+func evicted(reason, message string) (*trainer.TrainJob, *kueuev1beta2.Workload) {
 	resumed := cond(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, t0)
 	tj := kilntesting.MakeTrainJob("job", "ns").UID("uid-1").Queue("multicluster").ManagedBy(trainer.MultiKueueControllerName).Suspend(true).StartTime(t0).Obj()
 	tj.Status = mirrored([]metav1.Condition{resumed}, 2)
 	wl := &kueuev1beta2.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "trainjob-job", Namespace: "ns", Labels: map[string]string{trainer.KueueJobUIDLabel: "uid-1"}},
 		Status: kueuev1beta2.WorkloadStatus{Conditions: []metav1.Condition{{
-			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueuev1beta2.WorkloadEvictedByAdmissionCheck, Message: "Admitting remote lost",
+			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: reason, Message: message,
 		}}},
 	}
+	return tj, wl
+}
+
+func TestReconcileDispatchedFromALostWorker(t *testing.T) {
+	tj, wl := evicted(kueuev1beta2.WorkloadEvictedByAdmissionCheck, "Admitting remote lost")
 	h := newHarness(t, tj, wl, torch.ClusterTrainingRuntime())
 	h.reconcile(tj)
 	if got := h.trainJob(tj).Status.JobsStatus[0].Active; ptr.Deref(got, -1) != 0 {
@@ -163,15 +170,7 @@ func TestReconcileDispatchedFromALostWorker(t *testing.T) {
 }
 
 func TestReconcileDispatchedSuspendedOnTheManager(t *testing.T) {
-	resumed := cond(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, t0)
-	tj := kilntesting.MakeTrainJob("job", "ns").UID("uid-1").Queue("multicluster").ManagedBy(trainer.MultiKueueControllerName).Suspend(true).StartTime(t0).Obj()
-	tj.Status = mirrored([]metav1.Condition{resumed}, 2)
-	wl := &kueuev1beta2.Workload{
-		ObjectMeta: metav1.ObjectMeta{Name: "trainjob-job", Namespace: "ns", Labels: map[string]string{trainer.KueueJobUIDLabel: "uid-1"}},
-		Status: kueuev1beta2.WorkloadStatus{Conditions: []metav1.Condition{{
-			Type: kueuev1beta2.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Deactivated", Message: "The workload is deactivated",
-		}}},
-	}
+	tj, wl := evicted("Deactivated", "The workload is deactivated")
 	h := newHarness(t, tj, wl, torch.ClusterTrainingRuntime())
 	h.reconcile(tj)
 	got := h.trainJob(tj)
