@@ -629,7 +629,7 @@ test-upgrade: $(UPGRADE_FROM)/SHA256SUMS $(BIN)/ginkgo ## Install the previous r
 # Several clusters: the platform as a MultiKueue manager with two worker clusters (no real
 # node: KWOK fleets), and the multi-cluster suite against them (docs/multicluster.md).
 .PHONY: test-e2e-multicluster multicluster-up
-multicluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Start the local platform as a MultiKueue manager with two worker clusters (KWOK fleets of H100s and A100s), each with JobSet, Kueue and Kiln.
+multicluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) $(BIN)/helm $(CHART_DEPS) ## Start the local platform as a MultiKueue manager with two worker clusters (KWOK fleets of H100s and A100s), each with JobSet, Kueue and Kiln.
 	KILN_WORKERS=2 KILN_REAL_NODES=0 $(PLATFORM) up
 
 test-e2e-multicluster: $(BIN)/ginkgo ## The multi-cluster suite on a fresh manager and two workers (started and stopped around the run).

@@ -2,6 +2,8 @@ package platform
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	"github.com/kiln-ml/kiln/e2e/internal/platform/cluster"
 )
 
@@ -40,8 +45,9 @@ const (
 	MultiKueueWorkerLostTimeout = 30 * time.Second
 	// kueueNamespace is where Kueue reads the workers' kubeconfig Secrets.
 	kueueNamespace = "kueue-system"
-	// multiKueueUser is the identity the manager's Kueue has on the workers.
-	multiKueueUser = "kiln-multikueue"
+	// managerServiceAccount is the identity the manager's Kueue has on the workers: the
+	// chart's multiCluster.managerServiceAccount.
+	managerServiceAccount = "multikueue"
 	// workerPortStep separates the ports of consecutive clusters.
 	workerPortStep = 20
 	maxWorkers     = 8
@@ -120,7 +126,7 @@ func (p *Platform) workersUp(ctx context.Context, cs *cluster.Clients) error {
 		if err := w.Up(ctx); err != nil {
 			return fmt.Errorf("worker %s: %w", w.ClusterName, err)
 		}
-		kubeconfig, err := w.issueKubeconfig(ctx, multiKueueUser, "system:masters")
+		kubeconfig, err := w.managerKubeconfig(ctx)
 		if err != nil {
 			return fmt.Errorf("worker %s: %w", w.ClusterName, err)
 		}
@@ -134,7 +140,10 @@ func (p *Platform) workersUp(ctx context.Context, cs *cluster.Clients) error {
 		}
 		quota = sumQuantities(quota, q)
 	}
-	objs := p.multiKueueObjects(clusters, quota)
+	objs, err := p.managerObjects(ctx, clusters, quota)
+	if err != nil {
+		return err
+	}
 	if err := p.applyWhenKueueServes(ctx, cs, objs); err != nil {
 		return fmt.Errorf("configuring MultiKueue: %w", err)
 	}
@@ -154,45 +163,63 @@ func workerSecret(name string, kubeconfig []byte) *unstructured.Unstructured {
 	}}
 }
 
-// multiKueueObjects are the manager's MultiKueue objects: a MultiKueueCluster per worker,
-// the MultiKueueConfig and AdmissionCheck naming them, and the ClusterQueue `multicluster`
-// (whose quota is the workers' together) with its flavor and LocalQueue.
-func (c Config) multiKueueObjects(workers []string, quota []resource.Quantity) []*unstructured.Unstructured {
-	var objs []*unstructured.Unstructured
-	var names []any
-	for _, w := range workers {
-		names = append(names, w)
-		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": kueueAPIVersion, "kind": "MultiKueueCluster",
-			"metadata": map[string]any{"name": w},
-			"spec": map[string]any{"clusterSource": map[string]any{"kubeConfig": map[string]any{
-				"locationType": "Secret", "location": w + "-kubeconfig",
-			}}},
-		}})
+// managerValues are the chart's values that make a cluster the MultiKueue manager of
+// workers, with the ClusterQueue, ResourceFlavor and LocalQueue (namespace default) named
+// multicluster, whose quota is the workers' together.
+func managerValues(workers []string, quota []resource.Quantity) ([]string, error) {
+	type worker struct {
+		Name             string `json:"name"`
+		KubeconfigSecret string `json:"kubeconfigSecret"`
 	}
-	cq := clusterQueue(MultiClusterQueue, map[string]any{"name": MultiClusterQueue, "resources": quotaOf(quota)})
-	cq.Object["spec"].(map[string]any)["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": MultiClusterQueue}}}
-	return append(objs,
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": kueueAPIVersion, "kind": "MultiKueueConfig",
-			"metadata": map[string]any{"name": MultiClusterQueue},
-			"spec":     map[string]any{"clusters": names},
-		}},
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": kueueAPIVersion, "kind": "AdmissionCheck",
-			"metadata": map[string]any{"name": MultiClusterQueue},
-			"spec": map[string]any{
-				"controllerName": "kueue.x-k8s.io/multikueue",
-				"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": MultiClusterQueue},
-			},
-		}},
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
-			"metadata": map[string]any{"name": MultiClusterQueue},
-		}},
-		cq,
-		localQueue(MultiClusterQueue, MultiClusterQueue),
-	)
+	var ws []worker
+	for _, w := range workers {
+		ws = append(ws, worker{Name: w, KubeconfigSecret: w + "-kubeconfig"})
+	}
+	resources := map[string]string{}
+	for i, name := range []string{"cpu", "memory", ResourceGPU} {
+		resources[name] = quota[i].String()
+	}
+	wj, err := json.Marshal(ws)
+	if err != nil {
+		return nil, err
+	}
+	rj, err := json.Marshal(resources)
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"--set", "multiCluster.role=manager", "--set-json", "multiCluster.workers=" + string(wj),
+		"--set", "defaultQueues.enabled=true", "--set", "defaultQueues.resourceFlavor=" + MultiClusterQueue,
+		"--set", "defaultQueues.clusterQueue.name=" + MultiClusterQueue, "--set-json", "defaultQueues.clusterQueue.resources=" + string(rj),
+		"--set", "defaultQueues.localQueue.name=" + MultiClusterQueue, "--set-json", `defaultQueues.localQueue.namespaces=["` + DefaultNamespace + `"]`,
+	}, nil
+}
+
+// managerObjects are what the chart's manager mode creates (its default queues' hook):
+// rendered from charts/kiln, as an admin's `helm install --set multiCluster.role=manager`
+// would create them.
+func (p *Platform) managerObjects(ctx context.Context, workers []string, quota []resource.Quantity) ([]*unstructured.Unstructured, error) {
+	values, err := managerValues(workers, quota)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"template", ReleaseName, filepath.Join(p.Root, "charts", "kiln"), "--namespace", APIServerNamespace,
+		"--set", "jobset.install=false", "--set", "kueue.install=false", "--show-only", "templates/queues.yaml"}, values...)
+	rendered, err := p.Helm(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart's manager objects (make chart-deps): %w\n%s", err, rendered)
+	}
+	objs, err := kilntesting.DecodeManifests([]byte(rendered))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			data, _, _ := unstructured.NestedString(o.Object, "data", "queues.yaml")
+			return kilntesting.DecodeManifests([]byte(data))
+		}
+	}
+	return nil, fmt.Errorf("the chart's templates/queues.yaml rendered no ConfigMap of queues")
 }
 
 // capacity is the cpu, memory and GPUs of n nodes.
@@ -212,7 +239,7 @@ func (c Config) capacity(n int) ([]resource.Quantity, error) {
 	return out, nil
 }
 
-// quotaOf is cpu, memory and GPUs as ClusterQueue resources.
+// quotaOf is cpu, memory and GPUs as ClusterQueue resources (total: in that order).
 func quotaOf(total []resource.Quantity) []any {
 	var out []any
 	for i, name := range []string{"cpu", "memory", ResourceGPU} {
@@ -283,4 +310,52 @@ func (p *Platform) StopControlPlane(ctx context.Context) error {
 // StartControlPlane starts a stopped control plane again and waits until it serves.
 func (p *Platform) StartControlPlane(ctx context.Context) error {
 	return p.controlPlaneUp(ctx)
+}
+
+// managerKubeconfig gives the worker what an admin's `helm install --set
+// multiCluster.role=worker` gives it (the chart's templates/multicluster.yaml, rendered: the
+// ServiceAccount the manager's Kueue acts as, its token Secret and its role) and returns the
+// manager's kubeconfig for it, made as docs/multicluster.md makes it: this cluster's address,
+// and the CA and token of that Secret, inline.
+func (p *Platform) managerKubeconfig(ctx context.Context) ([]byte, error) {
+	rendered, err := p.Helm(ctx, "template", ReleaseName, filepath.Join(p.Root, "charts", "kiln"), "--namespace", APIServerNamespace,
+		"--set", "multiCluster.role=worker", "--set", "jobset.install=false", "--set", "kueue.install=false", "--show-only", "templates/multicluster.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart's worker objects (make chart-deps): %w\n%s", err, rendered)
+	}
+	objs, err := kilntesting.DecodeManifests([]byte(rendered))
+	if err != nil {
+		return nil, err
+	}
+	cs, err := p.clients()
+	if err != nil {
+		return nil, err
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": APIServerNamespace}}}
+	if err := cs.Apply(ctx, append([]*unstructured.Unstructured{ns}, objs...)...); err != nil {
+		return nil, fmt.Errorf("installing the chart's worker objects: %w", err)
+	}
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	var ca, token []byte
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, p.ComponentTimeout, true, func(ctx context.Context) (bool, error) {
+		s, err := cs.Dyn.Resource(secrets).Namespace(APIServerNamespace).Get(ctx, managerServiceAccount+"-token", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		data, _, _ := unstructured.NestedStringMap(s.Object, "data")
+		if ca, err = base64.StdEncoding.DecodeString(data["ca.crt"]); err != nil || len(ca) == 0 {
+			return false, nil
+		}
+		token, err = base64.StdEncoding.DecodeString(data["token"])
+		return err == nil && len(token) > 0, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the token of ServiceAccount %s/%s was never issued: %w", APIServerNamespace, managerServiceAccount, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[p.ClusterName] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", p.APIServerPort), CertificateAuthorityData: ca}
+	cfg.AuthInfos[managerServiceAccount] = &clientcmdapi.AuthInfo{Token: string(token)}
+	cfg.Contexts[p.ClusterName] = &clientcmdapi.Context{Cluster: p.ClusterName, AuthInfo: managerServiceAccount}
+	cfg.CurrentContext = p.ClusterName
+	return clientcmd.Write(*cfg)
 }

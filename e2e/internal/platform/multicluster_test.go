@@ -1,11 +1,10 @@
 package platform
 
 import (
-	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -70,23 +69,20 @@ func TestMultiKueueQueues(t *testing.T) {
 	}
 	w1, _ := manager.Worker(1).capacity(2)
 	w2, _ := manager.Worker(2).capacity(1)
-	objs := manager.multiKueueObjects([]string{"kiln-worker-1", "kiln-worker-2"}, sumQuantities(w1, w2))
-	cq := find(objs, "ClusterQueue", MultiClusterQueue)
-	if cq == nil {
-		t.Fatalf("no ClusterQueue %s among %d objects", MultiClusterQueue, len(objs))
+	values, err := managerValues([]string{"kiln-worker-1", "kiln-worker-2"}, sumQuantities(w1, w2))
+	if err != nil {
+		t.Fatal(err)
 	}
-	flavors, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-	got := fmt.Sprint(flavors[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)["resources"])
-	if want := "[map[name:cpu nominalQuota:96] map[name:memory nominalQuota:768Gi] map[name:nvidia.com/gpu nominalQuota:24]]"; got != want {
-		t.Errorf("the manager's quota = %s, want the workers' together, %s", got, want)
-	}
-	checks, _, _ := unstructured.NestedSlice(cq.Object, "spec", "admissionChecksStrategy", "admissionChecks")
-	if diff := cmp.Diff([]any{map[string]any{"name": MultiClusterQueue}}, checks); diff != "" {
-		t.Errorf("admission checks (-want +got):\n%s", diff)
-	}
-	clusters, _, _ := unstructured.NestedSlice(find(objs, "MultiKueueConfig", MultiClusterQueue).Object, "spec", "clusters")
-	if diff := cmp.Diff([]any{"kiln-worker-1", "kiln-worker-2"}, clusters); diff != "" {
-		t.Errorf("MultiKueueConfig clusters (-want +got):\n%s", diff)
+	got := strings.Join(values, " ")
+	for _, want := range []string{
+		"multiCluster.role=manager",
+		`multiCluster.workers=[{"name":"kiln-worker-1","kubeconfigSecret":"kiln-worker-1-kubeconfig"},{"name":"kiln-worker-2","kubeconfigSecret":"kiln-worker-2-kubeconfig"}]`,
+		`defaultQueues.clusterQueue.resources={"cpu":"96","memory":"768Gi","nvidia.com/gpu":"24"}`,
+		"defaultQueues.localQueue.name=multicluster",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the manager's chart values %s lack %s", got, want)
+		}
 	}
 }
 
