@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +39,7 @@ import (
 	"github.com/kiln-ml/kiln/operator/internal/attemptlogs"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
+	"github.com/kiln-ml/kiln/operator/internal/eventrecorder"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
 	"github.com/kiln-ml/kiln/operator/internal/metricsauth"
 	"github.com/kiln-ml/kiln/operator/internal/render"
@@ -312,7 +314,17 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	// Events through a recorder of bounded memory (client-go's keeps every Event for six
+	// minutes), with a client budget of its own as controller-runtime's recorder has.
+	eventsClient, err := eventsv1client.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the events client: %w", err)
+	}
+	events := eventrecorder.New(eventsClient, scheme, eventrecorder.DefaultOptions())
+	if err := mgr.Add(events); err != nil {
+		return err
+	}
+	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), events.NewRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	status, err := statusServer(mgr, o)
 	if err != nil {
 		return err
@@ -330,7 +342,7 @@ func run(ctx context.Context, o options) error {
 	if err := attemptlogs.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), logsClient, clock.RealClock{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the attempt-logs controller: %w", err)
 	}
-	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
+	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), events.NewRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
 	if err := cron.SetupWithManager(mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the CronTrainJob controller: %w", err)
 	}
