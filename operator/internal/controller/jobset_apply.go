@@ -37,6 +37,13 @@ func (r *TrainJobReconciler) reconcileJobSet(ctx context.Context, tj *trainer.Tr
 	if js != nil && !ptr.Deref(tj.Spec.Suspend, false) && !ptr.Deref(js.Spec.Suspend, false) {
 		return nil, nil
 	}
+	// Both suspended: no pod runs from the JobSet's templates, so what changed meanwhile
+	// (Kueue's runtime patches at admission, a user's edits while queued) reaches the
+	// JobSet in the one update that resumes it, as Kueue's own JobSet integration does:
+	// a write less per admitted job.
+	if js != nil && ptr.Deref(tj.Spec.Suspend, false) && ptr.Deref(js.Spec.Suspend, false) {
+		return nil, nil
+	}
 	rt, err := r.pinnedRuntime(ctx, tj)
 	if errors.Is(err, errForeignSnapshot) {
 		return []event{{corev1.EventTypeWarning, ReasonRenderFailed, err.Error()}}, err

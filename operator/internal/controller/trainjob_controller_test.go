@@ -495,3 +495,45 @@ func (f failedFirst) Delete(ctx context.Context, obj client.Object, opts ...clie
 	}
 	return f.Client.Delete(ctx, obj, opts...)
 }
+
+// A queued job's JobSet waits suspended; what Kueue patches in at admission (node selectors)
+// reaches it in the one update that resumes it, not in an update of its own.
+func TestReconcileDefersChangesOfASuspendedJobSetToItsResume(t *testing.T) {
+	tj := kilntesting.MakeTrainJob("job", "ns").Queue("default").Suspend(true).Obj()
+	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
+	h.reconcile(tj)
+	created := h.jobSet(tj)
+	if created == nil || !ptr.Deref(created.Spec.Suspend, false) {
+		t.Fatalf("a queued job's JobSet: %v, want one created suspended", created)
+	}
+
+	got := h.trainJob(tj)
+	got.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+		Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+			Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{NodeSelector: map[string]string{"kiln.dev/node-pool": "gpu"}}},
+		}}}}},
+	}}}}
+	if err := h.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(tj)
+	if js := h.jobSet(tj); js.ResourceVersion != created.ResourceVersion {
+		t.Errorf("the suspended JobSet was written while its job stayed suspended (resourceVersion %s, then %s)", created.ResourceVersion, js.ResourceVersion)
+	}
+
+	got = h.trainJob(tj)
+	got.Spec.Suspend = ptr.To(false)
+	if err := h.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(tj)
+	js := h.jobSet(tj)
+	if ptr.Deref(js.Spec.Suspend, true) {
+		t.Error("JobSet still suspended after the resume")
+	}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name == "node" && rj.Template.Spec.Template.Spec.NodeSelector["kiln.dev/node-pool"] != "gpu" {
+			t.Errorf("the resumed JobSet's pods lack Kueue's node selector: %v", rj.Template.Spec.Template.Spec.NodeSelector)
+		}
+	}
+}

@@ -133,7 +133,7 @@ var _ = Describe("TrainJob controller", func() {
 		}).Should(Succeed())
 	})
 
-	It("removes from the JobSet what a manager removes from its runtime patch", func(ctx context.Context) {
+	It("removes from the JobSet what a manager removes from its runtime patch, by the resume", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		namespacedTorchRuntime(ctx, ns, "torch")
 		tj := newTrainJob(ns, "patched", "torch")
@@ -148,12 +148,19 @@ var _ = Describe("TrainJob controller", func() {
 			g.Expect(jobSetOf(ctx, g, tj).Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue("pool", "gpu"))
 		}).Should(Succeed())
 
-		By("Kueue clearing its patch after a preemption")
+		By("Kueue clearing its patch after a preemption, then the job resumed")
 		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
 			tj.Spec.RuntimePatches = nil
 		})).To(Succeed())
+		// While both stay suspended the JobSet is left as it is (no pod runs from it): the
+		// change reaches it with the resume, in one update.
+		Expect(updateTrainJob(ctx, tj, func(tj *trainer.TrainJob) {
+			tj.Spec.Suspend = ptr.To(false)
+		})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
-			g.Expect(jobSetOf(ctx, g, tj).Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(BeEmpty())
+			js := jobSetOf(ctx, g, tj)
+			g.Expect(js.Spec.Suspend).To(HaveValue(BeFalse()))
+			g.Expect(js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector).To(BeEmpty())
 		}).Should(Succeed())
 	})
 
