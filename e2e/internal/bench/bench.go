@@ -70,7 +70,10 @@ type Options struct {
 	Report string
 	// MakeTarget is the make target the report says wrote it (bench, bench-quick).
 	MakeTarget string
-	Out        io.Writer
+	// Profiles, when set, is a directory where the bench saves Kiln's operator's heap
+	// profile at the memory sample (go tool pprof reads it).
+	Profiles string
+	Out      io.Writer
 }
 
 // DefaultOptions are what `make bench` runs.

@@ -3,6 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -415,7 +419,43 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.MemoryJobs, r.RSS, r.MemoryPeakRSS = len(all.Items)+n, u.rss, u.peakRSS
 	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB)", r.MemoryJobs, u.rss>>20, u.peakRSS>>20)
+	if e.o.Profiles != "" && e.p.Trainer == platform.TrainerKiln {
+		path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-memory-run%d.heap", r.Run))
+		if err := e.saveHeapProfile(ctx, path); err != nil {
+			return err
+		}
+		e.logf("memory: heap profile in %s (go tool pprof -top -inuse_space %s)", path, path)
+	}
 	return nil
+}
+
+// saveHeapProfile writes the operator's heap profile (its /debug/pprof/heap) to path.
+func (e *env) saveHeapProfile(ctx context.Context, path string) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", e.p.OperatorPprof)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the operator's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the operator's heap profile: %s from %s", resp.Status, url)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // unmanagedRuntime is torch-distributed with JobSets that the JobSet controller skips.
