@@ -136,3 +136,43 @@ func TestStopperBoundsItsDeletions(t *testing.T) {
 }
 
 func uidOf(i int) types.UID { return types.UID(fmt.Sprintf("js-%d", i)) }
+
+// The Jobs' deletion follows the JobSet's, at most jobsParallel at once, and is retried on
+// its own: a refused one does not delete the JobSet again.
+func TestStopperDeletesTheJobsAfterwardsBoundedAndRetried(t *testing.T) {
+	var jobSetDeletes, now, most, collections atomic.Int32
+	release := make(chan struct{})
+	c := stopperClient(t, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			jobSetDeletes.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			n := now.Add(1)
+			defer now.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			if collections.Add(1) == 1 {
+				return apierrors.NewServiceUnavailable("the apiserver is busy")
+			}
+			return c.DeleteAllOf(ctx, obj, opts...)
+		},
+	})
+	s := newJobSetStopper(c)
+	const n = 3 * jobsParallel
+	for i := range n {
+		s.stop(context.Background(), &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("js-%d", i), UID: uidOf(i)}})
+	}
+	close(release)
+	s.wait()
+	if m := most.Load(); m > jobsParallel {
+		t.Errorf("%d deletions of Jobs at once, want at most %d", m, jobsParallel)
+	}
+	if got := jobSetDeletes.Load(); got != n {
+		t.Errorf("%d JobSet deletions, want %d: one each, the refused Jobs' deletion retried alone", got, n)
+	}
+	if got := collections.Load(); got != n+1 {
+		t.Errorf("%d deletions of Jobs, want %d (one refused, retried)", got, n+1)
+	}
+}
