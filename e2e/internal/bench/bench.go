@@ -81,7 +81,7 @@ func DefaultOptions(root string) Options {
 	return Options{
 		Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream},
 		Runs: 2, Jobs: 1000, QueuedJobs: 64, MemoryJobs: 10000, MemoryRuns: 1,
-		Deadline: 45 * time.Second, TTL: 30 * time.Second,
+		Deadline: 120 * time.Second, TTL: 30 * time.Second,
 		ProgressJobs: 1000, ProgressInterval: time.Second, ProgressDuration: 2 * time.Minute, TimerJobs: 200, TimerDeadline: 30 * time.Second,
 		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 10},
 		MemoryBudget: platform.ControllerBudget{QPS: 1000, Burst: 2000, Concurrency: 50},
