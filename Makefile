@@ -306,7 +306,7 @@ $(BIN)/manifests/kwok-stages.yaml: $(PLATFORM_MODULE)
 ##@ Benchmarks
 
 .PHONY: bench
-bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (about 25 min on 2 cores).
+bench: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (3 runs each, about 50 min on 2 cores).
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench --suite controllers $(BENCH_FLAGS)
 

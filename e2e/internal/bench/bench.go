@@ -80,7 +80,7 @@ type Options struct {
 func DefaultOptions(root string) Options {
 	return Options{
 		Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream},
-		Runs: 2, Jobs: 1000, QueuedJobs: 64, MemoryJobs: 10000, MemoryRuns: 1,
+		Runs: 3, Jobs: 1000, QueuedJobs: 64, MemoryJobs: 10000, MemoryRuns: 1,
 		Deadline: 120 * time.Second, TTL: 30 * time.Second,
 		ProgressJobs: 1000, ProgressInterval: time.Second, ProgressDuration: 2 * time.Minute, TimerJobs: 200, TimerDeadline: 30 * time.Second,
 		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 10},
