@@ -136,22 +136,16 @@ func traceStop(parent context.Context, key client.ObjectKey, start time.Time, re
 
 // deleteJobSet deletes the JobSet (that very one: its UID), in one of the slots.
 func (s *jobSetStopper) deleteJobSet(key client.ObjectKey, uid types.UID) error {
-	select {
-	case s.slots <- struct{}{}:
-	case <-s.ctx.Done():
-		return nil
-	}
-	defer func() { <-s.slots }()
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-	defer cancel()
-	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	err := s.client.Delete(ctx, js, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone already, or the name is another JobSet's now (the precondition failed):
-		// nothing of this one is left to stop.
-		return nil
-	}
-	return err
+	return s.inSlot(s.slots, func(ctx context.Context) error {
+		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		err := s.client.Delete(ctx, js, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone already, or the name is another JobSet's now (the precondition failed):
+			// nothing of this one is left to stop.
+			return nil
+		}
+		return err
+	})
 }
 
 // deleteJobs deletes the Jobs of the deleted JobSet key, in one of the Jobs' slots. The
@@ -159,16 +153,23 @@ func (s *jobSetStopper) deleteJobSet(key client.ObjectKey, uid types.UID) error 
 // after JobSet is installed. The JobSet is already gone, so nothing recreates them; their
 // pods get their grace period.
 func (s *jobSetStopper) deleteJobs(key client.ObjectKey) error {
+	return s.inSlot(s.jobSlots, func(ctx context.Context) error {
+		return s.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(key.Namespace),
+			client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: key.Name}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
+}
+
+// inSlot runs do in one of slots, with a request timeout; nothing once the stopper stopped.
+func (s *jobSetStopper) inSlot(slots chan struct{}, do func(context.Context) error) error {
 	select {
-	case s.jobSlots <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-s.ctx.Done():
 		return nil
 	}
-	defer func() { <-s.jobSlots }()
+	defer func() { <-slots }()
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	return s.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(key.Namespace),
-		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: key.Name}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return do(ctx)
 }
 
 // wait returns once no deletion is under way.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -97,6 +98,15 @@ func countWrites(cs *fake.Clientset) *atomic.Int32 {
 	return &n
 }
 
+// started is a started recorder "c" and the count of the Events' writes.
+func started(t *testing.T, mutate func(*Options)) (*harness, *atomic.Int32, events.EventRecorder) {
+	t.Helper()
+	h := newHarness(t, mutate)
+	writes := countWrites(h.cs)
+	h.start()
+	return h, writes, h.b.NewRecorder("c")
+}
+
 func TestRecordsAnEvent(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
@@ -110,10 +120,7 @@ func TestRecordsAnEvent(t *testing.T) {
 }
 
 func TestRepeatsCountOnOneEventWithinTheWindow(t *testing.T) {
-	h := newHarness(t, nil)
-	writes := countWrites(h.cs)
-	h.start()
-	rec := h.b.NewRecorder("c")
+	h, writes, rec := started(t, nil)
 	rec.Eventf(pod("a"), nil, corev1.EventTypeNormal, "Suspended", "Reconcile", "queued")
 	h.settle(writes, 1)
 	for range 2 {
@@ -135,10 +142,7 @@ func TestRepeatsCountOnOneEventWithinTheWindow(t *testing.T) {
 }
 
 func TestRemembersOnlyTheMostRecentSeries(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.Series = 2; o.Workers = 1 })
-	writes := countWrites(h.cs)
-	h.start()
-	rec := h.b.NewRecorder("c")
+	h, writes, rec := started(t, func(o *Options) { o.Series = 2; o.Workers = 1 })
 	for _, name := range []string{"a", "b", "c"} {
 		rec.Eventf(pod(name), nil, corev1.EventTypeNormal, "Created", "Reconcile", "created")
 	}
@@ -157,10 +161,7 @@ func TestRemembersOnlyTheMostRecentSeries(t *testing.T) {
 }
 
 func TestARepeatOfADeletedEventStartsANewOne(t *testing.T) {
-	h := newHarness(t, nil)
-	writes := countWrites(h.cs)
-	h.start()
-	rec := h.b.NewRecorder("c")
+	h, writes, rec := started(t, nil)
 	rec.Eventf(pod("a"), nil, corev1.EventTypeNormal, "Running", "Reconcile", "running")
 	first := h.events(1)[0]
 	if err := h.cs.EventsV1().Events("team").Delete(context.Background(), first.Name, metav1.DeleteOptions{}); err != nil {
