@@ -69,7 +69,6 @@ type Broadcaster struct {
 	mu     sync.Mutex
 	series map[seriesKey]*list.Element
 	recent *list.List // of *seriesEntry, most recent first
-
 }
 
 // Events counts the Events recorded, by outcome: created, series (a repeat counted on the
@@ -90,12 +89,12 @@ type seriesKey struct {
 	regarding, related                                    corev1.ObjectReference
 }
 
+// seriesEntry is a series' Event (its name; its namespace is the key's) and its count.
 type seriesEntry struct {
-	key       seriesKey
-	namespace string
-	name      string
-	count     int32
-	last      time.Time
+	key   seriesKey
+	name  string
+	count int32
+	last  time.Time
 }
 
 // New is a Broadcaster writing through sink.
@@ -255,7 +254,7 @@ func (b *Broadcaster) remember(ev *eventsv1.Event) {
 	if el, ok := b.series[k]; ok {
 		b.recent.Remove(el)
 	}
-	b.series[k] = b.recent.PushFront(&seriesEntry{key: k, namespace: ev.Namespace, name: ev.Name, count: 1, last: ev.EventTime.Time})
+	b.series[k] = b.recent.PushFront(&seriesEntry{key: k, name: ev.Name, count: 1, last: ev.EventTime.Time})
 	for b.recent.Len() > b.o.Series {
 		oldest := b.recent.Back()
 		b.recent.Remove(oldest)
