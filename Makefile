@@ -316,6 +316,11 @@ bench-quick: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.ya
 	go run ./e2e/cmd/kiln-bench --suite controllers --runs 1 --scenarios deadline,limit --report $(BIN)/bench-quick.md --make-target bench-quick $(BENCH_FLAGS)
 	@sed -n '/^| figure/,/^$$/p' $(BIN)/bench-quick.md | grep -v ' — | — | — |'
 
+.PHONY: bench-scale
+bench-scale: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln vs upstream holding 50,000 TrainJobs: RSS and Go heap (one run each, about an hour); writes docs/benchmarks-scale.md.
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite controllers --runs 1 --scenarios memory --memory-jobs 50000 --report docs/benchmarks-scale.md --make-target bench-scale $(BENCH_FLAGS)
+
 .PHONY: bench-api
 bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln's API server against direct Kubernetes calls (latency, requests/s, memory); writes docs/benchmarks-api.md (about 4 min).
 	$(PLATFORM) down
@@ -325,6 +330,11 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 bench-placement: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(KILN) ## Gang jobs through Kueue with and without topology-aware scheduling (admission to all pods bound); writes docs/benchmarks-placement.md.
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench --suite placement $(BENCH_FLAGS)
+
+.PHONY: bench-pods
+bench-pods: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES) $(PLATFORM) $(OPERATOR) $(KILN) $(NODE_BINARIES) $(NODE_IMAGES) node-host-packages ## Real pods on the real node, Kiln vs upstream: submit to every pod running and every rank's first line of training output (2-node torch jobs, direct and through Kueue); writes docs/benchmarks-pods.md.
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite pods $(BENCH_FLAGS)
 
 ##@ Tools (built once from tools/*/go.mod; rebuilt when a pin changes)
 

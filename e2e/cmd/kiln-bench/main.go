@@ -33,7 +33,9 @@ func main() {
 
 func run() error {
 	root := flag.String("root", "", "repository root (default: the nearest directory with go.work)")
-	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), placement (gang jobs with and without Kueue's TAS), or all")
+	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), placement (gang jobs with and without Kueue's TAS), pods (real pods on the real node, Kiln vs upstream), or all")
+	pdo := bench.DefaultPodsOptions("")
+	flag.IntVar(&pdo.Jobs, "pods-jobs", pdo.Jobs, "2-node torch jobs per variant and controller of the pods suite")
 	po := bench.DefaultPlacementOptions("")
 	flag.IntVar(&po.Runs, "placement-runs", po.Runs, "runs of the placement suite (both variants each)")
 	flag.IntVar(&po.Jobs, "placement-jobs", po.Jobs, "gang jobs per variant and run of the placement suite")
@@ -72,14 +74,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	o.Root, ao.Root, po.Root = dir, dir, dir
+	o.Root, ao.Root, po.Root, pdo.Root = dir, dir, dir, dir
 	if o.Report == "" {
 		o.Report = filepath.Join(dir, "docs", "benchmarks.md")
 	}
 	ao.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-api.md")
 	po.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-placement.md")
-	if !slices.Contains([]string{"all", "controllers", "api", "placement"}, *suite) {
-		return fmt.Errorf("--suite=%q: want controllers, api, placement or all", *suite)
+	pdo.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-pods.md")
+	if !slices.Contains([]string{"all", "controllers", "api", "placement", "pods"}, *suite) {
+		return fmt.Errorf("--suite=%q: want controllers, api, placement, pods or all", *suite)
 	}
 	o.Trainers = nil
 	for _, t := range strings.Split(*trainers, ",") {
@@ -90,6 +93,7 @@ func run() error {
 			return fmt.Errorf("--trainers: unknown controller %q (want kiln or upstream)", t)
 		}
 	}
+	pdo.Trainers = o.Trainers
 	if *scenarios != "" {
 		o.Scenarios = strings.Split(*scenarios, ",")
 	}
@@ -122,6 +126,12 @@ func run() error {
 			return err
 		}
 		fmt.Println("report:", po.Report)
+	}
+	if *suite == "all" || *suite == "pods" {
+		if err := bench.RunPods(ctx, pdo); err != nil {
+			return err
+		}
+		fmt.Println("report:", pdo.Report)
 	}
 	return nil
 }

@@ -174,3 +174,32 @@ not json
 		t.Errorf("auditedWrites = %v, want %v", got, want)
 	}
 }
+
+func TestHeapFromReadsBothControllersAnswers(t *testing.T) {
+	pprof := "heap profile: 1: 2 [3: 4] @ heap/1048576\n# runtime.MemStats\n# Alloc = 93892320\n# HeapInuse = 104857600\n# Stack = 1 / 2\n"
+	if got, err := heapFrom(pprof, "# HeapInuse", " = "); err != nil || got != 100<<20 {
+		t.Errorf("Kiln's heap profile: %d, %v; want %d", got, err, 100<<20)
+	}
+	metrics := "# HELP go_memstats_heap_inuse_bytes Number of heap bytes that are in use.\n# TYPE go_memstats_heap_inuse_bytes gauge\ngo_memstats_heap_inuse_bytes 2.09715200e+08\ngo_memstats_heap_inuse_total 1\n"
+	if got, err := heapFrom(metrics, "go_memstats_heap_inuse_bytes", " "); err != nil || got != 200<<20 {
+		t.Errorf("upstream's metrics: %d, %v; want %d", got, err, 200<<20)
+	}
+	if _, err := heapFrom("go_memstats_alloc_bytes 1\n", "go_memstats_heap_inuse_bytes", " "); err == nil {
+		t.Error("a missing figure read without an error")
+	}
+}
+
+func TestLoggedAtIsTheFirstMarkedLinesTimestamp(t *testing.T) {
+	log := []byte("2026-11-27T21:50:01.100000000Z W1127 torchrun: a warning\n" +
+		"2026-11-27T21:50:02.250000000Z " + markerWorkerUp + "\n" +
+		"2026-11-27T21:50:04.500000000Z " + markerTraining + " rank 0/2\n" +
+		"2026-11-27T21:50:05.000000000Z " + markerTraining + " again\n")
+	got, err := loggedAt(log, markerTraining)
+	want := time.Date(2026, 11, 27, 21, 50, 4, 500_000_000, time.UTC)
+	if err != nil || !got.Equal(want) {
+		t.Errorf("loggedAt = %s, %v; want %s", got, err, want)
+	}
+	if _, err := loggedAt(log, "never printed"); err == nil || !strings.Contains(err.Error(), "torchrun: a warning") {
+		t.Errorf("a missing marker: %v; want an error that shows the log", err)
+	}
+}

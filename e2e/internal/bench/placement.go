@@ -262,16 +262,16 @@ func (e *env) nodeRacks(ctx context.Context) (map[string]string, error) {
 }
 
 // bindRecorder records, from the bench's pod watch, when each pod of each JobSet was first
-// seen, and first seen bound to a node, and to which.
+// seen, first seen bound to a node (and to which), and first seen running.
 type bindRecorder struct {
-	mu             sync.Mutex
-	created, bound map[types.NamespacedName]map[string]time.Time
-	nodes          map[types.NamespacedName]map[string]string
+	mu                      sync.Mutex
+	created, bound, running map[types.NamespacedName]map[string]time.Time
+	nodes                   map[types.NamespacedName]map[string]string
 }
 
 func newBindRecorder() *bindRecorder {
 	return &bindRecorder{created: map[types.NamespacedName]map[string]time.Time{}, bound: map[types.NamespacedName]map[string]time.Time{},
-		nodes: map[types.NamespacedName]map[string]string{}}
+		running: map[types.NamespacedName]map[string]time.Time{}, nodes: map[types.NamespacedName]map[string]string{}}
 }
 
 func (r *bindRecorder) onPod(obj any, deleted bool) {
@@ -288,7 +288,7 @@ func (r *bindRecorder) onPod(obj any, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bound[k] == nil {
-		r.created[k], r.bound[k], r.nodes[k] = map[string]time.Time{}, map[string]time.Time{}, map[string]string{}
+		r.created[k], r.bound[k], r.running[k], r.nodes[k] = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]string{}
 	}
 	if _, seen := r.created[k][p.Name]; !seen {
 		r.created[k][p.Name] = now
@@ -296,17 +296,30 @@ func (r *bindRecorder) onPod(obj any, deleted bool) {
 	if _, seen := r.bound[k][p.Name]; !seen && p.Spec.NodeName != "" {
 		r.bound[k][p.Name], r.nodes[k][p.Name] = now, p.Spec.NodeName
 	}
+	if _, seen := r.running[k][p.Name]; !seen && p.Status.Phase == corev1.PodRunning {
+		r.running[k][p.Name] = now
+	}
 }
 
 // allCreated is when the n-th pod of job k was first seen.
 func (r *bindRecorder) allCreated(k types.NamespacedName, n int) (time.Time, bool) {
+	return r.nth(r.created, k, n)
+}
+
+// allRunning is when the n-th pod of job k was first seen running.
+func (r *bindRecorder) allRunning(k types.NamespacedName, n int) (time.Time, bool) {
+	return r.nth(r.running, k, n)
+}
+
+// nth is the n-th earliest instant recorded in m for job k.
+func (r *bindRecorder) nth(m map[types.NamespacedName]map[string]time.Time, k types.NamespacedName, n int) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.created[k]) < n {
+	if len(m[k]) < n {
 		return time.Time{}, false
 	}
-	ts := make([]time.Time, 0, len(r.created[k]))
-	for _, t := range r.created[k] {
+	ts := make([]time.Time, 0, len(m[k]))
+	for _, t := range m[k] {
 		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, time.Time.Compare)

@@ -99,6 +99,9 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	limitS := spreadOf(results, kiln, durationFigure(func(r *runResult) time.Duration { return r.Limit }))
 	row := func(name string, f figure, unit string, decimals int, vsLimit bool) {
 		k, u := spreadOf(results, kiln, f), spreadOf(results, up, f)
+		if k.n == 0 && u.n == 0 {
+			return // a scenario this run left out
+		}
 		lim := ""
 		if vsLimit {
 			lim = ratio(k, limitS)
@@ -109,7 +112,9 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	row("Submitting them: time the apiserver spent in the controller's webhooks per create", func(r *runResult) (float64, bool) {
 		return r.Webhook.Seconds() * 1000, r.Submit != 0
 	}, " ms", 1, false)
-	w("| Physical limit: a plain client creates the same %s JobSets with the same budget (once per run) | %s | | | |", count(o.Jobs), limitS.String(" s", 1))
+	if limitS.n > 0 {
+		w("| Physical limit: a plain client creates the same %s JobSets with the same budget (once per run) | %s | | | |", count(o.Jobs), limitS.String(" s", 1))
+	}
 	deadline := func(r *runResult) []time.Duration { return r.DeadlineLag }
 	row(fmt.Sprintf("Deadline: due to Failed/DeadlineExceeded written, p50 (%s deadlines of %ds)", count(o.Jobs), int(o.Deadline.Seconds())), lagFigure(deadline, 50), " ms", 0, false)
 	row("Deadline: due to Failed/DeadlineExceeded written, p99", lagFigure(deadline, 99), " ms", 0, false)
@@ -133,41 +138,20 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	row("… of which the controller's, p99", lagFigure(resume, 99), " ms", 0, false)
 	row("apiserver writes per TrainJob lifecycle (queued → complete)", func(r *runResult) (float64, bool) { return sumValues(r.Writes), r.Writes != nil }, "", 1, false)
 	row(fmt.Sprintf("RSS with %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.RSS) / (1 << 20), r.RSS != 0 }, " MiB", 0, false)
+	row(fmt.Sprintf("Go heap in use with %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.Heap) / (1 << 20), r.Heap != 0 }, " MiB", 0, false)
 	row(fmt.Sprintf("Peak RSS from a restart to %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.MemoryPeakRSS) / (1 << 20), r.MemoryPeakRSS != 0 }, " MiB", 0, false)
 	row("Peak RSS over the timed scenarios", func(r *runResult) (float64, bool) { return float64(r.PeakRSS) / (1 << 20), r.PeakRSS != 0 }, " MiB", 0, false)
 	row("CPU time over the timed scenarios", func(r *runResult) (float64, bool) { return r.CPU.Seconds(), r.CPU != 0 }, " s", 1, false)
 	w("")
 	w("Measured apart: Kiln's API server against direct Kubernetes calls in [benchmarks-api.md](benchmarks-api.md)")
 	w("(`make bench-api`), gang jobs through Kueue with and without topology-aware scheduling in")
-	w("[benchmarks-placement.md](benchmarks-placement.md) (`make bench-placement`). Where each figure stands against its")
+	w("[benchmarks-placement.md](benchmarks-placement.md) (`make bench-placement`), real pods on the real node in")
+	w("[benchmarks-pods.md](benchmarks-pods.md) (`make bench-pods`), 50,000 TrainJobs in [benchmarks-scale.md](benchmarks-scale.md)")
+	w("(`make bench-scale`). Where each figure stands against its")
 	w("goal, where the time and the memory go, and what is next: [performance.md](performance.md).")
 	w("")
 
-	w("## Writes per TrainJob lifecycle, by resource")
-	w("")
-	w("From the apiserver's `apiserver_request_total` (POST, PUT, PATCH, APPLY, DELETE) over the Kueue scenario:")
-	w("%s TrainJobs created suspended in a LocalQueue, admitted in waves, run and completed. They include every", count(o.QueuedJobs))
-	w("component's writes (Kueue, JobSet, the Job controller, KWOK, the bench's own creates), so the difference between")
-	w("the columns is the controllers'. Median over the runs.")
-	w("")
-	w("| resource | Kiln | upstream |")
-	w("|---|---|---|")
-	resources := map[string]bool{}
-	for _, r := range results {
-		for k := range r.Writes {
-			resources[k] = true
-		}
-	}
-	for _, res := range slices.Sorted(maps.Keys(resources)) {
-		f := func(r *runResult) (float64, bool) { return r.Writes[res], r.Writes != nil }
-		k, u := spreadOf(results, kiln, f), spreadOf(results, up, f)
-		if k.median < 0.05 && u.median < 0.05 {
-			continue
-		}
-		w("| %s | %.2f | %.2f |", res, k.median, u.median)
-	}
-	w("")
-
+	writeWritesByResource(w, o, results)
 	writeWritesBy(w, results)
 	writeProgress(w, o, prog)
 
@@ -243,6 +227,39 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	}
 	// Every sample, for whoever wants to look further (not committed: bin/ is ignored).
 	return os.WriteFile(filepath.Join(o.Root, "bin", "bench", "results.json"), raw, 0o644)
+}
+
+// writeWritesByResource is the apiserver's writes of the Kueue scenario per TrainJob, by
+// resource (only when the admission scenario ran).
+func writeWritesByResource(w func(string, ...any), o Options, results []*runResult) {
+	kiln, up := string(platform.TrainerKiln), string(platform.TrainerUpstream)
+	resources := map[string]bool{}
+	for _, r := range results {
+		for k := range r.Writes {
+			resources[k] = true
+		}
+	}
+	if len(resources) == 0 {
+		return
+	}
+	w("## Writes per TrainJob lifecycle, by resource")
+	w("")
+	w("From the apiserver's `apiserver_request_total` (POST, PUT, PATCH, APPLY, DELETE) over the Kueue scenario:")
+	w("%s TrainJobs created suspended in a LocalQueue, admitted in waves, run and completed. They include every", count(o.QueuedJobs))
+	w("component's writes (Kueue, JobSet, the Job controller, KWOK, the bench's own creates), so the difference between")
+	w("the columns is the controllers'. Median over the runs.")
+	w("")
+	w("| resource | Kiln | upstream |")
+	w("|---|---|---|")
+	for _, res := range slices.Sorted(maps.Keys(resources)) {
+		f := func(r *runResult) (float64, bool) { return r.Writes[res], r.Writes != nil }
+		k, u := spreadOf(results, kiln, f), spreadOf(results, up, f)
+		if k.median < 0.05 && u.median < 0.05 {
+			continue
+		}
+		w("| %s | %.2f | %.2f |", res, k.median, u.median)
+	}
+	w("")
 }
 
 // writeWritesBy is the audited writes of the Kueue scenario per TrainJob, by writer,

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +69,10 @@ type runResult struct {
 	// controller's peak until then. PeakRSS and CPU are over the timed scenarios.
 	MemoryJobs                  int
 	RSS, MemoryPeakRSS, PeakRSS int64
-	CPU                         time.Duration
+	// Heap is the controller's Go heap in use (runtime.MemStats.HeapInuse) at the memory
+	// sample.
+	Heap int64
+	CPU  time.Duration
 }
 
 const (
@@ -405,7 +410,8 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	e.logf("memory: %d TrainJobs created in %s", n, time.Since(begin).Round(100*time.Millisecond))
-	if _, err := e.allJobSets(ctx, ns, n, 15*time.Minute); err != nil {
+	// 10,000 take 2–6 minutes here; 50,000 five times that.
+	if _, err := e.allJobSets(ctx, ns, n, max(15*time.Minute, time.Duration(n)*40*time.Millisecond)); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second)
@@ -417,8 +423,12 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		return err
 	}
-	r.MemoryJobs, r.RSS, r.MemoryPeakRSS = len(all.Items)+n, u.rss, u.peakRSS
-	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB)", r.MemoryJobs, u.rss>>20, u.peakRSS>>20)
+	heap, err := e.heapInuse(ctx)
+	if err != nil {
+		return err
+	}
+	r.MemoryJobs, r.RSS, r.MemoryPeakRSS, r.Heap = len(all.Items)+n, u.rss, u.peakRSS, heap
+	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB), Go heap in use %d MiB", r.MemoryJobs, u.rss>>20, u.peakRSS>>20, heap>>20)
 	if e.o.Profiles != "" && e.p.Trainer == platform.TrainerKiln {
 		path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-memory-run%d.heap", r.Run))
 		if err := e.saveHeapProfile(ctx, path); err != nil {
@@ -427,6 +437,46 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		e.logf("memory: heap profile in %s (go tool pprof -top -inuse_space %s)", path, path)
 	}
 	return nil
+}
+
+// heapInuse is the controller's Go heap in use: Kiln's from its heap profile's MemStats
+// (/debug/pprof/heap?debug=1), upstream's from its metrics (go_memstats_heap_inuse_bytes).
+func (e *env) heapInuse(ctx context.Context) (int64, error) {
+	url, key, sep := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", e.p.OperatorPprof), "# HeapInuse", " = "
+	if e.p.Trainer == platform.TrainerUpstream {
+		url, key, sep = fmt.Sprintf("http://127.0.0.1:%d/metrics", e.p.OperatorMetrics), "go_memstats_heap_inuse_bytes", " "
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading the controller's heap: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("reading the controller's heap: %s from %s", resp.Status, url)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return heapFrom(string(body), key, sep)
+}
+
+// heapFrom finds the line "<key><sep><bytes>" in text.
+func heapFrom(text, key, sep string) (int64, error) {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+sep); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%q: %w", strings.TrimSpace(line), err)
+			}
+			return int64(f), nil
+		}
+	}
+	return 0, fmt.Errorf("no %q in the controller's answer", key)
 }
 
 // saveHeapProfile writes the operator's heap profile (its /debug/pprof/heap) to path.
