@@ -121,11 +121,12 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	kill := func(r *runResult) []time.Duration { return r.KillLag }
 	row("Deadline to JobSet deleted (pods told to stop), p50", lagFigure(kill, 50), " ms", 0, false)
 	row("Deadline to JobSet deleted, p99", lagFigure(kill, 99), " ms", 0, false)
-	row("Deadlines that never fired", func(r *runResult) (float64, bool) { return float64(r.DeadlineMissed), true }, "", 0, false)
+	ran := func(r *runResult) bool { return r.Submit != 0 } // the deadline scenario ran
+	row("Deadlines that never fired", func(r *runResult) (float64, bool) { return float64(r.DeadlineMissed), ran(r) }, "", 0, false)
 	row("Deadlines due before the last JobSet existed (the figures above then include the creation work)", func(r *runResult) (float64, bool) {
-		return float64(r.DueEarly), true
+		return float64(r.DueEarly), ran(r)
 	}, "", 0, false)
-	row("JobSets created again after the deadline deleted them", func(r *runResult) (float64, bool) { return float64(r.Recreated), true }, "", 0, false)
+	row("JobSets created again after the deadline deleted them", func(r *runResult) (float64, bool) { return float64(r.Recreated), ran(r) }, "", 0, false)
 	ttl := func(r *runResult) []time.Duration { return r.TTLLag }
 	row(fmt.Sprintf("TTL: due to TrainJob deleted, p50 (%s of the failed ones, TTL %ds; upstream has no TTL)", count((o.Jobs+1)/2), int(o.TTL.Seconds())), lagFigure(ttl, 50), " ms", 0, false)
 	row("TTL: due to TrainJob deleted, p99", lagFigure(ttl, 99), " ms", 0, false)
@@ -140,8 +141,9 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	row(fmt.Sprintf("RSS with %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.RSS) / (1 << 20), r.RSS != 0 }, " MiB", 0, false)
 	row(fmt.Sprintf("Go heap in use with %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.Heap) / (1 << 20), r.Heap != 0 }, " MiB", 0, false)
 	row(fmt.Sprintf("Peak RSS from a restart to %s TrainJobs", count(o.MemoryJobs)), func(r *runResult) (float64, bool) { return float64(r.MemoryPeakRSS) / (1 << 20), r.MemoryPeakRSS != 0 }, " MiB", 0, false)
-	row("Peak RSS over the timed scenarios", func(r *runResult) (float64, bool) { return float64(r.PeakRSS) / (1 << 20), r.PeakRSS != 0 }, " MiB", 0, false)
-	row("CPU time over the timed scenarios", func(r *runResult) (float64, bool) { return r.CPU.Seconds(), r.CPU != 0 }, " s", 1, false)
+	timed := func(r *runResult) bool { return ran(r) || r.Writes != nil } // a timed scenario ran
+	row("Peak RSS over the timed scenarios", func(r *runResult) (float64, bool) { return float64(r.PeakRSS) / (1 << 20), timed(r) }, " MiB", 0, false)
+	row("CPU time over the timed scenarios", func(r *runResult) (float64, bool) { return r.CPU.Seconds(), timed(r) }, " s", 1, false)
 	w("")
 	w("Measured apart: Kiln's API server against direct Kubernetes calls in [benchmarks-api.md](benchmarks-api.md)")
 	w("(`make bench-api`), gang jobs through Kueue with and without topology-aware scheduling in")
@@ -156,11 +158,7 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	writeProgress(w, o, prog)
 
 	dir := strings.TrimSuffix(o.Report, filepath.Ext(o.Report))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	w("## Distributions")
-	w("")
+	plotted := false
 	for _, pl := range []struct {
 		file, title string
 		f           func(r *runResult) []time.Duration
@@ -183,6 +181,14 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 		}
 		if len(ss) == 0 {
 			continue
+		}
+		if !plotted {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			w("## Distributions")
+			w("")
+			plotted = true
 		}
 		if err := cdfPlot(filepath.Join(dir, pl.file), pl.title, ss); err != nil {
 			return err
