@@ -125,14 +125,20 @@ func RunPlacement(ctx context.Context, o PlacementOptions) error {
 const plainFlavor = "bench-gpu-tas-plain"
 
 func (e *env) plainFlavor(ctx context.Context) error {
+	return e.poolFlavor(ctx, plainFlavor, platform.NodePoolTAS, platform.LabelNodePool)
+}
+
+// poolFlavor creates ResourceFlavor name over the nodes of pool, tolerating their
+// NoSchedule taint taintKey=pool (an existing one is kept).
+func (e *env) poolFlavor(ctx context.Context, name, pool, taintKey string) error {
 	rf := platform.UnstructuredOf(platform.WorkloadGVK.GroupVersion().WithKind("ResourceFlavor"))
-	rf.SetName(plainFlavor)
+	rf.SetName(name)
 	rf.Object["spec"] = map[string]any{
-		"nodeLabels":  map[string]any{platform.LabelNodePool: platform.NodePoolTAS},
-		"tolerations": []any{map[string]any{"key": platform.LabelNodePool, "operator": "Equal", "value": platform.NodePoolTAS, "effect": "NoSchedule"}},
+		"nodeLabels":  map[string]any{platform.LabelNodePool: pool},
+		"tolerations": []any{map[string]any{"key": taintKey, "operator": "Equal", "value": pool, "effect": "NoSchedule"}},
 	}
 	if err := e.c.Create(ctx, rf); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ResourceFlavor %s: %w", plainFlavor, err)
+		return fmt.Errorf("creating ResourceFlavor %s: %w", name, err)
 	}
 	return nil
 }

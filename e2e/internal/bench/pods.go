@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -213,11 +212,8 @@ const realQueueName = "bench-real"
 
 // realQueue is a ResourceFlavor over the real node and a ClusterQueue holding its CPUs.
 func (e *env) realQueue(ctx context.Context) error {
-	rf := platform.UnstructuredOf(platform.WorkloadGVK.GroupVersion().WithKind("ResourceFlavor"))
-	rf.SetName(realQueueName)
-	rf.Object["spec"] = map[string]any{
-		"nodeLabels":  map[string]any{platform.LabelNodePool: platform.NodePoolReal},
-		"tolerations": []any{map[string]any{"key": platform.TaintRealNode, "operator": "Equal", "value": platform.NodePoolReal, "effect": "NoSchedule"}},
+	if err := e.poolFlavor(ctx, realQueueName, platform.NodePoolReal, platform.TaintRealNode); err != nil {
+		return err
 	}
 	cq := platform.UnstructuredOf(platform.WorkloadGVK.GroupVersion().WithKind("ClusterQueue"))
 	cq.SetName(realQueueName)
@@ -231,10 +227,8 @@ func (e *env) realQueue(ctx context.Context) error {
 			}}},
 		}},
 	}
-	for _, obj := range []client.Object{rf, cq} {
-		if err := e.c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-		}
+	if err := e.c.Create(ctx, cq); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ClusterQueue %s: %w", realQueueName, err)
 	}
 	return nil
 }
@@ -419,44 +413,38 @@ func writePodsReport(o PodsOptions, results []*podsRun, image string, started ti
 			sep += "---|"
 		}
 	}
-	w("%s", header)
-	w("%s", sep)
-	for _, s := range podsStages {
-		row := "| " + s.name + " |"
-		for _, r := range cols {
-			ds := *s.of(r)
-			if len(ds) == 0 {
-				row += " — |"
-				continue
+	table := func(cell func(r *podsRun, si int) string) {
+		w("%s", header)
+		w("%s", sep)
+		for si, s := range podsStages {
+			row := "| " + s.name + " |"
+			for _, r := range cols {
+				if len(*s.of(r)) == 0 {
+					row += " — |"
+					continue
+				}
+				row += " " + cell(r, si) + " |"
 			}
-			row += fmt.Sprintf(" %d / %d |", stats.Percentile(ds, 50).Milliseconds(), stats.Percentile(ds, 99).Milliseconds())
+			w("%s", row)
 		}
-		w("%s", row)
 	}
+	table(func(r *podsRun, si int) string {
+		ds := *podsStages[si].of(r)
+		return fmt.Sprintf("%d / %d", stats.Percentile(ds, 50).Milliseconds(), stats.Percentile(ds, 99).Milliseconds())
+	})
 	w("")
 	w("Where the time goes, p50 of each stage's own part (ms; the difference of consecutive stages' medians):")
 	w("")
-	w("%s", header)
-	w("%s", sep)
-	for si, s := range podsStages {
-		row := "| " + s.name + " |"
-		for _, r := range cols {
-			cur := *s.of(r)
-			if len(cur) == 0 {
-				row += " — |"
-				continue
+	table(func(r *podsRun, si int) string {
+		prev := time.Duration(0)
+		for pi := si - 1; pi >= 0; pi-- {
+			if ds := *podsStages[pi].of(r); len(ds) > 0 {
+				prev = stats.Percentile(ds, 50)
+				break
 			}
-			prev := time.Duration(0)
-			for pi := si - 1; pi >= 0; pi-- {
-				if ds := *podsStages[pi].of(r); len(ds) > 0 {
-					prev = stats.Percentile(ds, 50)
-					break
-				}
-			}
-			row += fmt.Sprintf(" %d |", (stats.Percentile(cur, 50) - prev).Milliseconds())
 		}
-		w("%s", row)
-	}
+		return fmt.Sprint((stats.Percentile(*podsStages[si].of(r), 50) - prev).Milliseconds())
+	})
 	w("")
 	w("The controllers' part is the first rows: create to the JobSet running (Kiln renders and applies it, upstream the")
 	w("same; when queued, Kueue admits and unsuspends the TrainJob first, and the JobSet created suspended is resumed).")

@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/procfs"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 func TestMachineOf(t *testing.T) {
@@ -74,5 +77,36 @@ func TestCountBefore(t *testing.T) {
 	}
 	if got := tr.countBefore(tr.deadlineDue, "a", t0.Add(2*time.Second)); got != 2 {
 		t.Fatalf("countBefore = %d, want 2 (due at +0 s and +1 s, not +2 s, not another namespace's)", got)
+	}
+}
+
+func TestPodsReportGivesEachStageAndItsOwnPart(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	run := &podsRun{Trainer: "kiln", Variant: podsVariants[0].name, JobSet: ms(40, 50), Resumed: ms(40, 50), Created: ms(100, 120),
+		Bound: ms(110, 130), Running: ms(800, 900), WorkerUp: ms(5000, 5200), Training: ms(7000, 7400)}
+	o := PodsOptions{Trainers: []platform.Trainer{platform.TrainerKiln}, Jobs: 2, Report: filepath.Join(t.TempDir(), "pods.md")}
+	if err := writePodsReport(o, []*podsRun{run}, "torch:1", time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(o.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| stage | kiln, direct |",
+		"| every rank training (torch imported, rendezvous done) | 7000 / 7400 |",
+		"| Workload admitted (Kueue) | — |",
+		"| every rank training (torch imported, rendezvous done) | 2000 |", // 7000 − 5000
+		"| every pod created (JobSet, Job controller) | 60 |",              // 100 − 40: JobSet running's median
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the report lacks %q:\n%s", want, raw)
+		}
 	}
 }
