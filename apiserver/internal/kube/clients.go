@@ -2,7 +2,8 @@ package kube
 
 // The shared caches, read with the server's own identity: TrainJobs and runtimes, the pods
 // of JobSets (a job's steps) and the runtime snapshots the operator pins jobs to
-// (ConfigMaps labelled kiln.dev/runtime-snapshot; RBAC cannot select by label), Kueue's
+// (ConfigMaps labelled kiln.dev/runtime-snapshot; RBAC cannot select by label) and the
+// metadata of those that keep earlier attempts' logs (kiln.dev/attempt-logs-of), Kueue's
 // workloads, queues, flavors and topologies (with the labels of nodes, where Kueue places on
 // a topology), and CronTrainJobs.
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs;trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
@@ -22,6 +23,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,6 +53,10 @@ type Clients struct {
 	// objects, read with the server's own identity. Every read from it is authorized for
 	// the caller first (Authorizer).
 	Cache cache.Cache
+	// KeptLogs holds the metadata (labels, owner) of the ConfigMaps that keep the logs of
+	// jobs' earlier attempts, indexed by job (IndexAttemptLogsOf): a job's view names its kept
+	// attempts without a call to Kubernetes. Reading a kept log itself is a live call.
+	KeptLogs cache.Cache
 	// Recent holds the TrainJobs and CronTrainJobs this server created until Cache has them:
 	// lists add them (SortedWithRecent).
 	Recent     *Recent
@@ -150,6 +156,10 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 		return nil, err
 	}
 	snapshotSelector := labels.SelectorFromSet(labels.Set{trainer.LabelRuntimeSnapshot: "true"})
+	keptLogSelector, err := labels.NewRequirement(kiln.LabelAttemptLogsOf, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
 	c, err := cache.New(cfg, cache.Options{
 		HTTPClient:       selfHTTP,
 		Scheme:           scheme,
@@ -159,6 +169,18 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podSelector)},
 			&corev1.ConfigMap{}: {Label: snapshotSelector},
 		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating cache: %w", err)
+	}
+	// A cache of its own: Cache's ConfigMaps are the runtime snapshots, selected by another
+	// label (a cache selects one set per kind).
+	keptLogs, err := cache.New(cfg, cache.Options{
+		HTTPClient:           selfHTTP,
+		Scheme:               scheme,
+		Mapper:               mapper,
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultLabelSelector: labels.NewSelector().Add(*keptLogSelector),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating cache: %w", err)
@@ -175,6 +197,7 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 		CoreAsCaller:      coreAsCaller,
 		Self:              self,
 		Cache:             c,
+		KeptLogs:          keptLogs,
 		Recent:            recent,
 		Authorizer:        &Authorizer{Client: self.AuthorizationV1().SubjectAccessReviews(), Clock: clock.RealClock{}, TTL: o.AuthzCacheTTL, MaxEntries: 100_000},
 		KubernetesVersion: version.GitVersion,
@@ -213,7 +236,14 @@ const (
 	IndexJobSetName = "kiln.jobSetName"
 	// IndexJobUID indexes Kueue workloads by the UID of their job.
 	IndexJobUID = "kiln.jobUID"
+	// IndexAttemptLogsOf indexes KeptLogs by the name of the TrainJob whose logs they keep.
+	IndexAttemptLogsOf = "kiln.attemptLogsOf"
 )
+
+// KeptLogMeta is an empty ConfigMap held as its metadata only (KeptLogs).
+func KeptLogMeta() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}
+}
 
 // Start starts the cache's informers and waits until they have synced: the optional APIs'
 // too where they are served. Those that are not are looked for again every
@@ -234,14 +264,24 @@ func (c *Clients) Start(ctx context.Context) error {
 			}
 		}
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- c.Cache.Start(ctx) }()
-	if !c.Cache.WaitForCacheSync(ctx) {
-		select {
-		case err := <-errc:
-			return fmt.Errorf("starting cache: %w", err)
-		default:
-			return fmt.Errorf("cache did not sync: %w", ctx.Err())
+	if err := c.KeptLogs.IndexField(ctx, KeptLogMeta(), IndexAttemptLogsOf, byLabel(kiln.LabelAttemptLogsOf)); err != nil {
+		return fmt.Errorf("indexing kept logs: %w", err)
+	}
+	if _, err := c.KeptLogs.GetInformer(ctx, KeptLogMeta(), cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("watching kept logs: %w", err)
+	}
+	errc := make(chan error, 2)
+	for _, ch := range []cache.Cache{c.Cache, c.KeptLogs} {
+		go func() { errc <- ch.Start(ctx) }()
+	}
+	for _, ch := range []cache.Cache{c.Cache, c.KeptLogs} {
+		if !ch.WaitForCacheSync(ctx) {
+			select {
+			case err := <-errc:
+				return fmt.Errorf("starting cache: %w", err)
+			default:
+				return fmt.Errorf("cache did not sync: %w", ctx.Err())
+			}
 		}
 	}
 	missing := c.discover(ctx)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
@@ -144,19 +145,23 @@ func (s *TrainJobs) keptConfigMaps(ctx context.Context, tj *trainer.TrainJob) ([
 }
 
 // keptAttempts are the attempts of the job whose logs were kept, oldest first, when the
-// caller may read the job's logs (else none).
+// caller may read the job's logs (else none): from the kept logs' metadata in the cache.
 func (s *TrainJobs) keptAttempts(ctx context.Context, tj *trainer.TrainJob) []int32 {
 	attrs := kube.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: tj.Namespace}
 	if ok, _, err := s.kube.Authorizer.Allowed(ctx, attrs); err != nil || !ok {
 		return nil
 	}
-	cms, err := s.keptConfigMaps(ctx, tj)
-	if err != nil {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := s.kube.KeptLogs.List(ctx, list, client.InNamespace(tj.Namespace), client.MatchingFields{kube.IndexAttemptLogsOf: tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's kept logs", "trainJob", klog.KObj(tj), "err", err)
 		return nil
 	}
 	var out []int32
-	for i := range cms {
-		if a := int32(kiln.AttemptOf(cms[i].Labels)); !slices.Contains(out, a) {
+	for i := range list.Items {
+		cm := &list.Items[i]
+		// A namesake's left behind is not this job's.
+		if a := int32(kiln.AttemptOf(cm.Labels)); metav1.IsControlledBy(cm, tj) && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
 	}

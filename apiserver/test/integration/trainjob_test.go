@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
@@ -528,6 +529,30 @@ spec: {runtimeRef: {name: torch-distributed}}
 				Expect(stream.Receive()).To(BeFalse())
 				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodeNotFound))
 				Expect(stream.Err().Error()).To(ContainSubstring("has not started"))
+			})
+
+			It("names the attempts whose logs were kept, its own only", func(ctx SpecContext) {
+				created := create(ctx, alice, "team-a", newJob(name("kept")))
+				kept := func(pod, attempt string, uid types.UID) *corev1.ConfigMap {
+					return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+						Namespace: "team-a", Name: kiln.AttemptLogName(pod),
+						Labels: map[string]string{kiln.LabelAttemptLogsOf: name("kept"), kiln.LabelAttempt: attempt},
+						OwnerReferences: []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: "TrainJob",
+							Name: name("kept"), UID: uid, Controller: ptr.To(true)}},
+					}}
+				}
+				// Two pods of attempt 1, one of attempt 0, and one left by a deleted namesake.
+				for _, cm := range []*corev1.ConfigMap{
+					kept(name("kept-a1"), "1", types.UID(created.GetUid())), kept(name("kept-b1"), "1", types.UID(created.GetUid())),
+					kept(name("kept-a0"), "0", types.UID(created.GetUid())), kept(name("kept-old"), "3", "a-deleted-namesake"),
+				} {
+					Expect(admin.Create(ctx, cm)).To(Succeed())
+				}
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("kept")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(res.Msg.GetTrainJob().GetStatus().GetKeptLogAttempts()).To(Equal([]int32{0, 1}))
+				}).Should(Succeed())
 			})
 
 			It("says where the logs of a job that MultiKueue dispatched are", func(ctx SpecContext) {
