@@ -27,11 +27,12 @@ import (
 // for more than its ClusterQueue can ever admit, or its pods mount a claim, Secret or
 // ConfigMap the namespace lacks. None of these is refused (Kueue lets the queue be created
 // later; the claim may be on its way), but each is said at once, as an admission warning:
-// kubectl prints it, and the API server hands it to the CLI and the SDKs. Advice is read past
-// the cache, and only when a job is created.
+// kubectl prints it, and the API server hands it to the CLI and the SDKs. Advice is read only
+// when a job is created: Kueue's queues from the cache (past it for one the cache lacks), the
+// objects the pods need past the cache (caching every claim, Secret and ConfigMap of the
+// cluster would cost more than the reads).
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=localqueues;clusterqueues,verbs=get;list
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=cohorts,verbs=get
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=localqueues;clusterqueues;cohorts,verbs=get;list;watch
 
 // maxListed is how many names a warning lists before "and N more".
 const maxListed = 8
@@ -56,7 +57,7 @@ func (v *Validator) adviseQueue(ctx context.Context, tj *trainer.TrainJob, js *j
 		return nil
 	}
 	lq := &kueuev1beta2.LocalQueue{}
-	err := v.live.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, lq)
+	err := v.read(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, lq)
 	switch {
 	case meta.IsNoMatchError(err):
 		return nil // Kueue is not installed: nobody reads the label.
@@ -67,19 +68,19 @@ func (v *Validator) adviseQueue(ctx context.Context, tj *trainer.TrainJob, js *j
 		return nil
 	}
 	cq := &kueuev1beta2.ClusterQueue{}
-	if err := v.live.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
+	if err := v.read(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
 		return nil // a LocalQueue whose ClusterQueue is missing: Kueue itself says so.
 	}
 	var members []kueuev1beta2.ClusterQueue
 	var cohort *kueuev1beta2.Cohort
 	if cq.Spec.CohortName != "" {
 		list := &kueuev1beta2.ClusterQueueList{}
-		if err := v.live.List(ctx, list); err != nil {
+		if err := v.client.List(ctx, list); err != nil {
 			return nil
 		}
 		members = list.Items
 		c := &kueuev1beta2.Cohort{}
-		switch err := v.live.Get(ctx, client.ObjectKey{Name: string(cq.Spec.CohortName)}, c); {
+		switch err := v.read(ctx, client.ObjectKey{Name: string(cq.Spec.CohortName)}, c); {
 		case err == nil:
 			cohort = c
 		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
@@ -100,6 +101,18 @@ func (v *Validator) adviseQueue(ctx context.Context, tj *trainer.TrainJob, js *j
 	}
 	return []string{fmt.Sprintf("this job can never be admitted: it asks for %s of %s, which LocalQueue %q feeds: it would wait in the queue forever. Ask for less (fewer nodes or devices per node), or have an admin raise the quota",
 		strings.Join(short, ", "), where, name)}
+}
+
+// read gets a queue, ClusterQueue or cohort from the cache (a few objects, watched once the
+// first job asks), and past it when the cache has none of that name: one created a moment
+// before the job is not warned of as missing. Every create of a queued job read them past
+// the cache before, a round trip each on the apiserver the create waits for.
+func (v *Validator) read(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := v.client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && v.live != nil {
+		err = v.live.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // MissingQueueMessage says that LocalQueue name does not exist in namespace, naming those

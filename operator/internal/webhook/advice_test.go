@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
@@ -123,6 +126,40 @@ func TestValidatorAdvice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The queues are read from the cache; past it only for one the cache does not have yet.
+func TestValidatorAdviceReadsQueuesFromTheCache(t *testing.T) {
+	rt := kilntesting.MakeRuntime("torch-distributed").Command("torchrun").ClusterTrainingRuntime()
+	queues := []client.Object{gpuClusterQueue("cluster-queue", "", "32"), localQueue("ns", "default", "cluster-queue")}
+	job := kilntesting.MakeTrainJob("job", "ns").Queue("default").NumNodes(4).ResourcesPerNode(gpus("8")).Obj()
+	scheme := adviceScheme(t)
+	counting := func(objects []client.Object, reads *[]string) client.Client {
+		return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, isRuntime := obj.(*trainer.ClusterTrainingRuntime); !isRuntime {
+					*reads = append(*reads, fmt.Sprintf("%T %s", obj, key))
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+		}).Build()
+	}
+
+	var liveReads []string
+	cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append([]client.Object{rt}, queues...)...).Build()
+	warnings, err := (&Validator{client: cache, live: counting([]client.Object{rt}, &liveReads)}).ValidateCreate(context.Background(), job)
+	if err != nil || len(warnings) != 0 || len(liveReads) != 0 {
+		t.Errorf("queues in the cache: warnings %q (err %v), reads past the cache %q; want none", warnings, err, liveReads)
+	}
+
+	// Created a moment before the job: not in the cache yet, no warning.
+	liveReads = nil
+	cache = fake.NewClientBuilder().WithScheme(scheme).WithObjects(rt).Build()
+	warnings, err = (&Validator{client: cache, live: counting(append([]client.Object{rt}, queues...), &liveReads)}).ValidateCreate(context.Background(), job)
+	want := []string{"*v1beta2.LocalQueue ns/default", "*v1beta2.ClusterQueue /cluster-queue"}
+	if err != nil || len(warnings) != 0 || !slices.Equal(liveReads, want) {
+		t.Errorf("queues not cached yet: warnings %q (err %v), reads past the cache %q; want none and %q", warnings, err, liveReads, want)
 	}
 }
 
