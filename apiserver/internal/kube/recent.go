@@ -115,24 +115,30 @@ func pending[T any, PT interface {
 // SortedWithRecent sorts items (a list of kind T from the cache, in namespace, "" for
 // all, matching selector) by namespace and name, and adds this server's creates the cache
 // does not hold yet. Where the cache still holds an older object of the same name (deleted
-// before this create), the new one replaces it.
+// before this create), the new one replaces it. It sorts pointers into items: sorting the
+// objects themselves moved each one many times over, most of a list's time.
 func SortedWithRecent[T any, PT interface {
 	*T
 	client.Object
-}](r *Recent, items []T, namespace string, selector labels.Selector) []T {
-	byName := func(a, b T) int {
-		pa, pb := PT(&a), PT(&b)
-		return cmp.Or(strings.Compare(pa.GetNamespace(), pb.GetNamespace()), strings.Compare(pa.GetName(), pb.GetName()))
+}](r *Recent, items []T, namespace string, selector labels.Selector) []PT {
+	byName := func(a, b PT) int {
+		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
 	}
-	slices.SortFunc(items, byName)
-	for _, obj := range pending[T, PT](r, namespace, selector) {
-		i, found := slices.BinarySearchFunc(items, obj, byName)
+	recent := pending[T, PT](r, namespace, selector)
+	out := make([]PT, len(items), len(items)+len(recent))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	slices.SortFunc(out, byName)
+	for i := range recent {
+		obj := PT(&recent[i])
+		j, found := slices.BinarySearchFunc(out, obj, byName)
 		switch {
 		case !found:
-			items = slices.Insert(items, i, obj)
-		case PT(&items[i]).GetUID() != PT(&obj).GetUID():
-			items[i] = obj
+			out = slices.Insert(out, j, obj)
+		case out[j].GetUID() != obj.GetUID():
+			out[j] = obj
 		}
 	}
-	return items
+	return out
 }

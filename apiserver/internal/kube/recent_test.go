@@ -17,7 +17,7 @@ func job(ns, name, uid string, l map[string]string) trainer.TrainJob {
 	return trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Labels: l}}
 }
 
-func names(items []trainer.TrainJob) []string {
+func names(items []*trainer.TrainJob) []string {
 	var out []string
 	for _, tj := range items {
 		out = append(out, tj.Namespace+"/"+tj.Name+"@"+string(tj.UID))

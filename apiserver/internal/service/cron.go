@@ -220,7 +220,7 @@ func (s *CronTrainJobs) ListCronTrainJobs(ctx context.Context, req *connect.Requ
 	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
 	res := &kilnv1.ListCronTrainJobsResponse{}
 	for i := range items {
-		res.CronTrainJobs = append(res.CronTrainJobs, s.view(&items[i]))
+		res.CronTrainJobs = append(res.CronTrainJobs, s.view(items[i]))
 	}
 	return connect.NewResponse(res), nil
 }
@@ -351,19 +351,19 @@ func (s *CronTrainJobs) ListCronTrainJobRuns(ctx context.Context, req *connect.R
 	}
 	// Runs started by "run now" through this server are listed before the cache has them.
 	items := kube.SortedWithRecent(s.kube.Recent, list.Items, cj.Namespace, labels.SelectorFromSet(labels.Set{kiln.LabelCronTrainJob: cj.Name}))
-	runs := slices.DeleteFunc(items, func(tj trainer.TrainJob) bool { return !metav1.IsControlledBy(&tj, cj) })
+	runs := slices.DeleteFunc(items, func(tj *trainer.TrainJob) bool { return !metav1.IsControlledBy(tj, cj) })
 	scheduled := func(tj *trainer.TrainJob) time.Time {
 		if t, err := time.Parse(time.RFC3339, tj.Annotations[kiln.AnnotationScheduledTime]); err == nil {
 			return t
 		}
 		return tj.CreationTimestamp.Time
 	}
-	slices.SortFunc(runs, func(a, b trainer.TrainJob) int {
-		return cmp.Or(scheduled(&b).Compare(scheduled(&a)), strings.Compare(b.Name, a.Name))
+	slices.SortFunc(runs, func(a, b *trainer.TrainJob) int {
+		return cmp.Or(scheduled(b).Compare(scheduled(a)), strings.Compare(b.Name, a.Name))
 	})
 	res := &kilnv1.ListCronTrainJobRunsResponse{}
 	for i := range runs {
-		res.TrainJobs = append(res.TrainJobs, s.jobs.views.view(ctx, &runs[i], viewOptions{}))
+		res.TrainJobs = append(res.TrainJobs, s.jobs.views.view(ctx, runs[i], viewOptions{}))
 	}
 	return connect.NewResponse(res), nil
 }

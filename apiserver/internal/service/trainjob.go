@@ -243,8 +243,7 @@ func (s *TrainJobs) ListTrainJobs(ctx context.Context, req *connect.Request[kiln
 	}
 	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
 	res := &kilnv1.ListTrainJobsResponse{}
-	for i := range items {
-		tj := &items[i]
+	for _, tj := range items {
 		if after != "" && tj.Namespace+"/"+tj.Name <= after {
 			continue
 		}
