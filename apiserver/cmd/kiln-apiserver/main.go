@@ -11,7 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -51,6 +53,7 @@ type options struct {
 	extraKeys       string
 	oidc            auth.OIDCConfig
 	logLevel        string
+	pprofAddr       string
 	version         bool
 }
 
@@ -78,6 +81,7 @@ func main() {
 	flag.StringVar(&o.oidc.GroupsClaim, "oidc-groups-claim", "", "claim that lists the user's groups")
 	flag.StringVar(&o.oidc.GroupsPrefix, "oidc-groups-prefix", "oidc:", "prefix of OIDC group names")
 	flag.StringVar(&o.oidc.CAFile, "oidc-ca-file", "", "CA of the OIDC issuer (default: the system's)")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles (heap, CPU, goroutines), unauthenticated: bind it to localhost or a port only admins reach; empty disables it")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.BoolVar(&o.version, "version", false, "print the version and exit")
 	flag.Parse()
@@ -111,6 +115,11 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	if (o.tlsListen != "") != (o.tlsCert != "" && o.tlsKey != "") {
 		return errors.New("--tls-listen-address needs --tls-cert-file and --tls-key-file, and they need it")
+	}
+	if o.pprofAddr != "" {
+		if err := servePprof(ctx, o.pprofAddr, log); err != nil {
+			return err
+		}
 	}
 	shutdownTelemetry, err := telemetry.Setup(ctx, "kiln-apiserver", version.Version, telemetry.Options{Metrics: true})
 	if err != nil {
@@ -167,6 +176,32 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		srv.SetReady(true)
 	}()
 	return srv.Serve(ctx, log, o.shutdownGrace, listeners...)
+}
+
+// servePprof serves Go's profiles on addr until ctx ends.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("Profiles server stopped", "err", err)
+		}
+	}()
+	log.Info("Serving Go profiles", "address", l.Addr().String())
+	return nil
 }
 
 func authenticator(ctx context.Context, o options, k *kube.Clients) (auth.Authenticator, error) {

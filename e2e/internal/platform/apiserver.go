@@ -43,6 +43,7 @@ func (p *Platform) APIServerProcess() Process {
 			"--kubeconfig=" + p.apiServerKubeconfig(),
 			fmt.Sprintf("--listen-address=127.0.0.1:%d", p.KilnAPIPort),
 			fmt.Sprintf("--tls-listen-address=127.0.0.1:%d", p.KilnAPITLSPort),
+			fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", p.KilnAPIPprof),
 			"--tls-cert-file=" + filepath.Join(p.PKI().ServingDir(), "tls.crt"),
 			"--tls-key-file=" + filepath.Join(p.PKI().ServingDir(), "tls.key"),
 		},

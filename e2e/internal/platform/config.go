@@ -48,6 +48,8 @@ type Config struct {
 	OperatorStatus int
 	KilnAPIPort    int
 	KilnAPITLSPort int
+	// KilnAPIPprof serves the API server's Go profiles (/debug/pprof) on 127.0.0.1.
+	KilnAPIPprof int
 	// OTLPPort is where the operator and the API server export their traces (OTLP/HTTP on
 	// 127.0.0.1): run a collector or Jaeger there to see them; the tracing spec listens there.
 	OTLPPort int
@@ -160,6 +162,7 @@ func DefaultConfig(root string) Config {
 		OperatorStatus:   19446,
 		KilnAPIPort:      18090,
 		KilnAPITLSPort:   18443,
+		KilnAPIPprof:     18087,
 		OTLPPort:         18318,
 		RegistryPort:     18500,
 		GPUNodes:         4,

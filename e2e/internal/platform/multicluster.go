@@ -64,7 +64,7 @@ var workerFleets = []struct {
 // control-plane components' own free ports).
 func (c *Config) ports() []*int {
 	return []*int{&c.APIServerPort, &c.JobSetWebhook, &c.JobSetHealth, &c.KueueWebhook, &c.KueueHealth, &c.OperatorHealth,
-		&c.OperatorWebhook, &c.OperatorMetrics, &c.OperatorPprof, &c.OperatorStatus, &c.KilnAPIPort, &c.KilnAPITLSPort, &c.OTLPPort, &c.RegistryPort}
+		&c.OperatorWebhook, &c.OperatorMetrics, &c.OperatorPprof, &c.OperatorStatus, &c.KilnAPIPort, &c.KilnAPITLSPort, &c.KilnAPIPprof, &c.OTLPPort, &c.RegistryPort}
 }
 
 // WorkerName is the cluster name of worker i (from 1), also its MultiKueueCluster's name.
