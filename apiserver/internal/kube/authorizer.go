@@ -70,11 +70,26 @@ type authzVerdict struct {
 }
 
 // Allowed reports whether the caller in ctx may do attrs, and Kubernetes' reason when not.
+// For one named object, whether the caller may do it to every object of the kind there
+// (RBAC rules without resourceNames) is asked first, and covers the name: a caller reading
+// many jobs costs one review per TTL, not one per job. Only where that is denied is the
+// object's own name asked (rules that list resourceNames).
 func (a *Authorizer) Allowed(ctx context.Context, attrs Attributes) (bool, string, error) {
 	id := auth.FromContext(ctx)
 	if id == nil {
 		return false, "", errNoCaller
 	}
+	if attrs.Name != "" && attrs.Path == "" {
+		every := attrs
+		every.Name = ""
+		if ok, _, err := a.allowed(ctx, id, every); err != nil || ok {
+			return ok, "", err
+		}
+	}
+	return a.allowed(ctx, id, attrs)
+}
+
+func (a *Authorizer) allowed(ctx context.Context, id *auth.Identity, attrs Attributes) (bool, string, error) {
 	a.once.Do(func() {
 		// The LRU cache needs a size; a MaxEntries of 0 has always kept one verdict.
 		a.cache = cache.NewLRUExpireCacheWithClock(max(a.MaxEntries, 1), a.Clock)

@@ -15,7 +15,8 @@ import (
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 )
 
-// fakeReviews answers SubjectAccessReviews: a user may get what allowed lists, by resource.
+// fakeReviews answers SubjectAccessReviews as RBAC does: a user may get what allowed lists,
+// by resource (every object of it) or as resource/name (that one only).
 type fakeReviews struct {
 	authorizationclient.SubjectAccessReviewInterface
 	allowed map[string][]string
@@ -26,13 +27,17 @@ type fakeReviews struct {
 
 func (f *fakeReviews) Create(_ context.Context, sar *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
 	ra := sar.Spec.ResourceAttributes
-	f.reviewed = append(f.reviewed, sar.Spec.User+" "+ra.Verb+" "+ra.Resource)
+	what := ra.Resource
+	if ra.Name != "" {
+		what += "/" + ra.Name
+	}
+	f.reviewed = append(f.reviewed, sar.Spec.User+" "+ra.Verb+" "+what)
 	if f.err != nil {
 		return nil, f.err
 	}
 	out := sar.DeepCopy()
 	for _, r := range f.allowed[sar.Spec.User] {
-		if r == ra.Resource && ra.Verb == "get" {
+		if (r == ra.Resource || ra.Name != "" && r == what) && ra.Verb == "get" {
 			out.Status.Allowed = true
 			return out, nil
 		}
@@ -79,6 +84,29 @@ func TestAuthorizerTTL(t *testing.T) {
 				t.Errorf("reviews (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// An object's name is asked only where the caller may not read every object of the kind:
+// reading many objects costs one review per TTL, not one per object.
+func TestAuthorizerAsksForEveryNameFirst(t *testing.T) {
+	reviews := &fakeReviews{allowed: map[string][]string{"alice": {"trainjobs"}, "bob": {"trainjobs/mine"}}}
+	a := &Authorizer{Client: reviews, Clock: clocktesting.NewFakePassiveClock(time.Unix(0, 0)), TTL: time.Minute, MaxEntries: 10}
+	check := func(user, name string, want bool, wantReason string) {
+		t.Helper()
+		ok, reason, err := a.Allowed(asUser(t.Context(), user), Attributes{Verb: "get", Resource: "trainjobs", Namespace: "team", Name: name})
+		if err != nil || ok != want || reason != wantReason {
+			t.Errorf("%s get trainjobs/%s: Allowed() = %v, %q, %v; want %v, %q", user, name, ok, reason, err, want, wantReason)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		check("alice", name, true, "")
+	}
+	check("bob", "mine", true, "")
+	check("bob", "other", false, "no RBAC policy matched")
+	want := []string{"alice get trainjobs", "bob get trainjobs", "bob get trainjobs/mine", "bob get trainjobs/other"}
+	if diff := cmp.Diff(want, reviews.reviewed); diff != "" {
+		t.Errorf("reviews (-want +got):\n%s", diff)
 	}
 }
 
