@@ -326,6 +326,11 @@ bench-api: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(API
 	$(PLATFORM) down
 	go run ./e2e/cmd/kiln-bench --suite api $(BENCH_FLAGS)
 
+.PHONY: bench-api-scale
+bench-api-scale: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(APISERVER) $(KILN) ## Kiln's API server against direct Kubernetes calls with 50,000 TrainJobs in a namespace (lists, Gets, kiln list vs kubectl; about 15 min); writes docs/benchmarks-api-scale.md.
+	$(PLATFORM) down
+	go run ./e2e/cmd/kiln-bench --suite api --api-runs 0 --api-scale-jobs 50000 --api-report docs/benchmarks-api-scale.md $(BENCH_FLAGS)
+
 .PHONY: bench-placement
 bench-placement: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(KILN) ## Gang jobs through Kueue with and without topology-aware scheduling (admission to all pods bound); writes docs/benchmarks-placement.md.
 	$(PLATFORM) down

@@ -65,6 +65,8 @@ type Clients struct {
 	KubernetesVersion string
 
 	mapper meta.RESTMapper
+	// trainJobNames keeps the cached TrainJobs' names in order, once Start made it.
+	trainJobNames atomic.Pointer[Names]
 	// kueue and crons are the optional APIs: Kueue's, and the CronTrainJob CRD.
 	kueue, crons *optionalAPI
 	options      Options
@@ -96,6 +98,10 @@ type optionalAPI struct {
 	recent *Recent
 	served atomic.Bool
 }
+
+// TrainJobNames keeps the cached TrainJobs' names in order (lists page through it): nil
+// until Start has begun caching them.
+func (c *Clients) TrainJobNames() *Names { return c.trainJobNames.Load() }
 
 // Kueue reports whether Kueue's API is served (and its objects cached).
 func (c *Clients) Kueue() bool { return c.kueue.served.Load() }
@@ -262,6 +268,11 @@ func (c *Clients) Start(ctx context.Context) error {
 			if err := c.Recent.watch(informer); err != nil {
 				return fmt.Errorf("watching %T: %w", obj, err)
 			}
+			names, err := watchNames(informer)
+			if err != nil {
+				return fmt.Errorf("watching %T: %w", obj, err)
+			}
+			c.trainJobNames.Store(names)
 		}
 	}
 	if err := c.KeptLogs.IndexField(ctx, KeptLogMeta(), IndexAttemptLogsOf, byLabel(kiln.LabelAttemptLogsOf)); err != nil {

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -112,33 +114,67 @@ func pending[T any, PT interface {
 	return out
 }
 
-// SortedWithRecent sorts items (a list of kind T from the cache, in namespace, "" for
-// all, matching selector) by namespace and name, and adds this server's creates the cache
-// does not hold yet. Where the cache still holds an older object of the same name (deleted
-// before this create), the new one replaces it. It sorts pointers into items: sorting the
-// objects themselves moved each one many times over, most of a list's time.
+// SortedWithRecent sorts items (the objects of kind T in the cache, in namespace, "" for
+// all, matching selector: CachedList's) by namespace and name, and adds this server's
+// creates the cache does not hold yet. Where the cache still holds an older object of the
+// same name (deleted before this create), the new one replaces it.
 func SortedWithRecent[T any, PT interface {
 	*T
 	client.Object
-}](r *Recent, items []T, namespace string, selector labels.Selector) []PT {
-	byName := func(a, b PT) int {
-		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
-	}
+}](r *Recent, items []PT, namespace string, selector labels.Selector) []PT {
+	byName := func(a, b PT) int { return CompareNames(a, b.GetNamespace(), b.GetName()) }
 	recent := pending[T, PT](r, namespace, selector)
-	out := make([]PT, len(items), len(items)+len(recent))
-	for i := range items {
-		out[i] = PT(&items[i])
-	}
-	slices.SortFunc(out, byName)
+	slices.SortFunc(items, byName)
 	for i := range recent {
 		obj := PT(&recent[i])
-		j, found := slices.BinarySearchFunc(out, obj, byName)
+		j, found := slices.BinarySearchFunc(items, obj, byName)
 		switch {
 		case !found:
-			out = slices.Insert(out, j, obj)
-		case out[j].GetUID() != obj.GetUID():
-			out[j] = obj
+			items = slices.Insert(items, j, obj)
+		case items[j].GetUID() != obj.GetUID():
+			items[j] = obj
 		}
 	}
-	return out
+	return items
+}
+
+// CompareNames orders obj against namespace/name: by namespace, then name.
+func CompareNames(obj client.Object, namespace, name string) int {
+	return cmp.Or(strings.Compare(obj.GetNamespace(), namespace), strings.Compare(obj.GetName(), name))
+}
+
+// CachedList returns the objects of kind T in c, in namespace ("" for all), that match
+// selector (nil for all): the cache's own objects, which callers only read. It reads the
+// informer's index: a cache List copies every object of the namespace into the list, which
+// with tens of thousands of jobs was most of a list call's time.
+func CachedList[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, c cache.Cache, namespace string, selector labels.Selector) ([]PT, error) {
+	informer, err := c.GetInformer(ctx, PT(new(T)))
+	if err != nil {
+		return nil, err
+	}
+	indexed, ok := informer.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("listing %T: %w", PT(new(T)), errNoIndex)
+	}
+	var objs []any
+	if namespace == "" {
+		objs = indexed.GetStore().List()
+	} else if objs, err = indexed.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
+		return nil, err
+	}
+	out := make([]PT, 0, len(objs))
+	for _, o := range objs {
+		obj, ok := o.(PT)
+		if !ok {
+			continue
+		}
+		if selector != nil && !selector.Empty() && !selector.Matches(labels.Set(obj.GetLabels())) {
+			continue
+		}
+		out = append(out, obj)
+	}
+	return out, nil
 }

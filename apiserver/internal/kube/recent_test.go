@@ -25,6 +25,14 @@ func names(items []*trainer.TrainJob) []string {
 	return out
 }
 
+func ptrs(jobs ...trainer.TrainJob) []*trainer.TrainJob {
+	out := make([]*trainer.TrainJob, len(jobs))
+	for i := range jobs {
+		out[i] = &jobs[i]
+	}
+	return out
+}
+
 func equal(t *testing.T, got, want []string) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -46,20 +54,20 @@ func TestRecentListsCreatesTheCacheHasNotSeen(t *testing.T) {
 	cron := kiln.CronTrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "b", UID: "cron"}}
 	r.Created(&cron)
 
-	cached := []trainer.TrainJob{job("a", "c", "1", nil), job("a", "a", "2", nil)}
+	cached := ptrs(job("a", "c", "1", nil), job("a", "a", "2", nil))
 	equal(t, names(SortedWithRecent(r, cached, "a", labels.Everything())), []string{"a/a@2", "a/b@new", "a/c@1"})
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{}, "", labels.Everything())), []string{"a/b@new", "b/x@other"})
+	equal(t, names(SortedWithRecent(r, []*trainer.TrainJob{}, "", labels.Everything())), []string{"a/b@new", "b/x@other"})
 
 	nlp := labels.SelectorFromSet(labels.Set{"team": "nlp"})
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{}, "", nlp)), []string{"a/b@new"})
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{}, "b", nlp)), nil)
+	equal(t, names(SortedWithRecent(r, []*trainer.TrainJob{}, "", nlp)), []string{"a/b@new"})
+	equal(t, names(SortedWithRecent(r, []*trainer.TrainJob{}, "b", nlp)), nil)
 
 	// The cache holds it: listed once.
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{job("a", "b", "new", nil)}, "a", labels.Everything())), []string{"a/b@new"})
+	equal(t, names(SortedWithRecent(r, ptrs(job("a", "b", "new", nil)), "a", labels.Everything())), []string{"a/b@new"})
 	// The cache still holds an older job of the name (deleted before the create): the new one is listed.
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{job("a", "b", "old", nil)}, "a", labels.Everything())), []string{"a/b@new"})
+	equal(t, names(SortedWithRecent(r, ptrs(job("a", "b", "old", nil)), "a", labels.Everything())), []string{"a/b@new"})
 
-	crons := SortedWithRecent(r, []kiln.CronTrainJob{}, "a", labels.Everything())
+	crons := SortedWithRecent(r, []*kiln.CronTrainJob{}, "a", labels.Everything())
 	if len(crons) != 1 || crons[0].UID != "cron" {
 		t.Fatalf("CronTrainJobs: got %v, want the created one", crons)
 	}
@@ -72,7 +80,7 @@ func TestRecentForgetsWhatTheCacheAddsOrWhatIsDeleted(t *testing.T) {
 	r.Created(&b)
 	r.seen(&a)
 	r.Forget(&b)
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{}, "", labels.Everything())), nil)
+	equal(t, names(SortedWithRecent(r, []*trainer.TrainJob{}, "", labels.Everything())), nil)
 	if len(r.m) != 0 {
 		t.Fatalf("%d entries left", len(r.m))
 	}
@@ -87,7 +95,7 @@ func TestRecentDropsEntriesTheCacheNeverAdds(t *testing.T) {
 	clock.SetTime(clock.Now().Add(recentTTL + time.Second))
 	next := job("a", "next", "2", nil)
 	r.Created(&next)
-	equal(t, names(SortedWithRecent(r, []trainer.TrainJob{}, "", labels.Everything())), []string{"a/next@2"})
+	equal(t, names(SortedWithRecent(r, []*trainer.TrainJob{}, "", labels.Everything())), []string{"a/next@2"})
 	if len(r.m) != 1 {
 		t.Fatalf("%d entries left, want 1", len(r.m))
 	}
@@ -98,7 +106,7 @@ func TestRecentKeepsItsOwnCopy(t *testing.T) {
 	tj := job("a", "a", "1", map[string]string{"team": "nlp"})
 	r.Created(&tj)
 	tj.Labels["team"] = "changed"
-	got := SortedWithRecent(r, []trainer.TrainJob{}, "", labels.Everything())
+	got := SortedWithRecent(r, []*trainer.TrainJob{}, "", labels.Everything())
 	if got[0].Labels["team"] != "nlp" {
 		t.Fatalf("the entry changed with the caller's object: %v", got[0].Labels)
 	}

@@ -213,11 +213,11 @@ func (s *CronTrainJobs) ListCronTrainJobs(ctx context.Context, req *connect.Requ
 	if err := s.authorize(ctx, kube.Attributes{Verb: "list", Namespace: namespace}); err != nil {
 		return nil, err
 	}
-	list := &kiln.CronTrainJobList{}
-	if err := s.kube.Cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
+	crons, err := kube.CachedList[kiln.CronTrainJob](ctx, s.kube.Cache, namespace, selector)
+	if err != nil {
 		return nil, toConnect("listing CronTrainJobs", err)
 	}
-	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
+	items := kube.SortedWithRecent(s.kube.Recent, crons, namespace, selector)
 	res := &kilnv1.ListCronTrainJobsResponse{}
 	for i := range items {
 		res.CronTrainJobs = append(res.CronTrainJobs, s.view(items[i]))
@@ -345,12 +345,13 @@ func (s *CronTrainJobs) ListCronTrainJobRuns(ctx context.Context, req *connect.R
 	if err := authorize(ctx, s.kube, kube.Attributes{Verb: "list", Group: trainer.GroupVersion.Group, Resource: "trainjobs", Namespace: cj.Namespace}); err != nil {
 		return nil, err
 	}
-	list := &trainer.TrainJobList{}
-	if err := s.kube.Cache.List(ctx, list, client.InNamespace(cj.Namespace), client.MatchingLabels{kiln.LabelCronTrainJob: cj.Name}); err != nil {
+	ofCron := labels.SelectorFromSet(labels.Set{kiln.LabelCronTrainJob: cj.Name})
+	jobs, err := kube.CachedList[trainer.TrainJob](ctx, s.kube.Cache, cj.Namespace, ofCron)
+	if err != nil {
 		return nil, toConnect(fmt.Sprintf("listing the runs of CronTrainJob %s/%s", cj.Namespace, cj.Name), err)
 	}
 	// Runs started by "run now" through this server are listed before the cache has them.
-	items := kube.SortedWithRecent(s.kube.Recent, list.Items, cj.Namespace, labels.SelectorFromSet(labels.Set{kiln.LabelCronTrainJob: cj.Name}))
+	items := kube.SortedWithRecent(s.kube.Recent, jobs, cj.Namespace, ofCron)
 	runs := slices.DeleteFunc(items, func(tj *trainer.TrainJob) bool { return !metav1.IsControlledBy(tj, cj) })
 	scheduled := func(tj *trainer.TrainJob) time.Time {
 		if t, err := time.Parse(time.RFC3339, tj.Annotations[kiln.AnnotationScheduledTime]); err == nil {

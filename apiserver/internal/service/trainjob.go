@@ -236,17 +236,13 @@ func (s *TrainJobs) ListTrainJobs(ctx context.Context, req *connect.Request[kiln
 	if !ok {
 		return nil, denied(caller(ctx), attrs.String(), reason)
 	}
-	list := &trainer.TrainJobList{}
-	// The cached objects are only read below: no copy of every job per call.
-	if err := s.kube.Cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, toConnect(what, err)
+	names := s.kube.TrainJobNames()
+	if names == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s: the server is starting (its cache of TrainJobs is not there yet); try again in a moment", what))
 	}
-	items := kube.SortedWithRecent(s.kube.Recent, list.Items, namespace, selector)
 	res := &kilnv1.ListTrainJobsResponse{}
-	for _, tj := range items {
-		if after != "" && tj.Namespace+"/"+tj.Name <= after {
-			continue
-		}
+	// The cached objects are only read below: no copy of any job per call.
+	for tj := range kube.SortedAfter[trainer.TrainJob](s.kube.Recent, names, namespace, selector, after) {
 		v := s.views.view(ctx, tj, viewOptions{})
 		if len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), v.GetStatus().GetState()) {
 			continue

@@ -46,6 +46,8 @@ func run() error {
 	flag.IntVar(&ao.Creates, "api-creates", ao.Creates, "TrainJobs each path creates in the API suite")
 	flag.IntVar(&ao.Concurrency, "api-concurrency", ao.Concurrency, "concurrent callers of the API suite's Get and List loads")
 	flag.DurationVar(&ao.Duration, "api-duration", ao.Duration, "how long each Get and List load lasts")
+	flag.IntVar(&ao.ScaleJobs, "api-scale-jobs", 0, "add a run of the API suite with this many TrainJobs in one namespace (0: none)")
+	apiReport := flag.String("api-report", "", "the API suite's report (default: benchmarks-api.md beside --report)")
 	trainers := flag.String("trainers", "kiln,upstream", "controllers to measure, in order: kiln, upstream")
 	flag.IntVar(&o.Runs, "runs", o.Runs, "runs per controller; each figure reports min/median/max over them")
 	flag.IntVar(&o.Jobs, "jobs", o.Jobs, "TrainJobs for the throughput, deadline and TTL figures")
@@ -79,6 +81,12 @@ func run() error {
 		o.Report = filepath.Join(dir, "docs", "benchmarks.md")
 	}
 	ao.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-api.md")
+	if *apiReport != "" {
+		ao.Report = *apiReport
+	}
+	if ao.Runs < 0 || ao.ScaleJobs < 0 || ao.Runs == 0 && ao.ScaleJobs == 0 {
+		return fmt.Errorf("--api-runs and --api-scale-jobs: want non-negative numbers, at least one of them above 0")
+	}
 	po.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-placement.md")
 	pdo.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-pods.md")
 	if !slices.Contains([]string{"all", "controllers", "api", "placement", "pods"}, *suite) {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
+	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 	"github.com/kiln-ml/kiln/e2e/internal/stats"
@@ -40,8 +40,11 @@ type APIOptions struct {
 	// Concurrency is how many callers load Get and List at once, for Duration each.
 	Concurrency int
 	Duration    time.Duration
-	Report      string
-	Out         io.Writer
+	// ScaleJobs, when set, adds a run at that many TrainJobs: lists, Gets and `kiln list`
+	// with that many in one namespace.
+	ScaleJobs int
+	Report    string
+	Out       io.Writer
 }
 
 // DefaultAPIOptions are what `make bench` runs.
@@ -91,30 +94,52 @@ func RunAPI(ctx context.Context, o APIOptions) error {
 		}
 		results = append(results, res)
 	}
-	return writeAPIReport(o, results, started, time.Since(started))
+	var scale *apiScaleResult
+	if o.ScaleJobs > 0 {
+		var err error
+		if scale, err = apiScaleRun(ctx, o); err != nil {
+			return fmt.Errorf("API run at %d TrainJobs: %w", o.ScaleJobs, err)
+		}
+	}
+	return writeAPIReport(o, results, scale, started, time.Since(started))
 }
 
-func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) {
+// freshPlatform starts a fresh local platform on the KWOK fleet for the API suite, its log
+// in the bench directory under name.
+func freshPlatform(ctx context.Context, o APIOptions, name string) (*platform.Platform, func(), error) {
 	cfg := platform.DefaultConfig(o.Root)
 	cfg.RealNodes = 0 // the API server's figures are about the API, on the KWOK fleet
 	logs := filepath.Join(cfg.StateDir, "..", "bench")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	plog, err := os.Create(filepath.Join(logs, fmt.Sprintf("platform-api-%d.log", run)))
+	plog, err := os.Create(filepath.Join(logs, "platform-"+name+".log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &platform.Platform{Config: cfg, Out: plog}
+	if err := p.Down(ctx); err != nil {
+		plog.Close()
+		return nil, nil, err
+	}
+	stop := func() {
+		_ = p.Down(context.WithoutCancel(ctx))
+		plog.Close()
+	}
+	if err := p.Up(ctx); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err)
+	}
+	return p, stop, nil
+}
+
+func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) {
+	fmt.Fprintf(o.Out, "API run %d/%d on a fresh platform\n", run, o.Runs)
+	p, stop, err := freshPlatform(ctx, o, fmt.Sprintf("api-%d", run))
 	if err != nil {
 		return nil, err
 	}
-	defer plog.Close()
-	p := &platform.Platform{Config: cfg, Out: plog}
-	fmt.Fprintf(o.Out, "API run %d/%d on a fresh platform\n", run, o.Runs)
-	if err := p.Down(ctx); err != nil {
-		return nil, err
-	}
-	if err := p.Up(ctx); err != nil {
-		return nil, fmt.Errorf("starting the platform (log %s): %w", plog.Name(), err)
-	}
-	defer func() { _ = p.Down(context.WithoutCancel(ctx)) }()
+	defer stop()
 
 	api, kc, err := p.TrainJobAPI()
 	if err != nil {
@@ -192,7 +217,7 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 		return nil, err
 	}
 	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
-	if err := cliTimes(ctx, p, kc, ns, res); err != nil {
+	if err := cliTimes(ctx, p, kc, ns, cliRuns, res); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl cold %s, warm %s\n",
@@ -200,12 +225,137 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 	return res, nil
 }
 
-// cliRuns is how often each command runs; the median is reported.
-const cliRuns = 15
+// cliRuns is how often each command runs; the median is reported. At ScaleJobs, where
+// each takes seconds, scaleCLIRuns.
+const (
+	cliRuns      = 15
+	scaleCLIRuns = 3
+)
+
+// apiScaleResult is the run at ScaleJobs: idleRSS is the API server's once its cache
+// holds them all.
+type apiScaleResult struct {
+	apiResult
+	created time.Duration
+}
+
+// apiScaleRun creates o.ScaleJobs TrainJobs on a fresh platform, stops the operator, and
+// loads Get and List and times the CLIs over them.
+func apiScaleRun(ctx context.Context, o APIOptions) (*apiScaleResult, error) {
+	fmt.Fprintf(o.Out, "API run at %d TrainJobs on a fresh platform\n", o.ScaleJobs)
+	p, stop, err := freshPlatform(ctx, o, "api-scale")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	api, kc, err := p.TrainJobAPI()
+	if err != nil {
+		return nil, err
+	}
+	direct, err := directClient(p, kc.Token)
+	if err != nil {
+		return nil, err
+	}
+	const ns = "bench-api"
+	if err := apiNamespace(ctx, p, ns); err != nil {
+		return nil, err
+	}
+	admin, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(admin)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	scheme := runtime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	res := &apiScaleResult{}
+	res.jobs = o.ScaleJobs
+	name := func(i int) string { return fmt.Sprintf("tj-%05d", i) }
+	begin := time.Now()
+	if err := createMany(ctx, c, o.ScaleJobs, func(i int) client.Object { return benchAPIJob(ns, name(i)) }); err != nil {
+		return nil, err
+	}
+	res.created = time.Since(begin)
+	fmt.Fprintf(o.Out, "  %d TrainJobs created in %s\n", o.ScaleJobs, res.created.Round(time.Second))
+	if err := p.OperatorProcess().Stop(30 * time.Second); err != nil {
+		return nil, fmt.Errorf("stopping the operator: %w", err)
+	}
+	for n := 0; n < o.ScaleJobs; {
+		if n, err = countThroughAPI(ctx, api, ns); err != nil {
+			return nil, err
+		}
+		if time.Since(begin) > 30*time.Minute {
+			return nil, fmt.Errorf("the API server lists %d of %d TrainJobs after %s", n, o.ScaleJobs, time.Since(begin).Round(time.Second))
+		}
+		if n < o.ScaleJobs {
+			time.Sleep(2 * time.Second)
+		}
+	}
+	pid, ok := p.APIServerProcess().Running()
+	if !ok {
+		return nil, fmt.Errorf("kiln-apiserver is not running")
+	}
+	held, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.idleRSS = held.rss
+	var next atomic.Int64
+	pick := func() string { return name(int(next.Add(1)) % o.ScaleJobs) }
+	res.getAPI = hammer(ctx, o, func(ctx context.Context) error {
+		_, err := api.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: ns, Name: pick()}))
+		return err
+	})
+	res.getDirect = hammer(ctx, o, func(ctx context.Context) error {
+		return direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: pick()}, &trainer.TrainJob{})
+	})
+	res.listAPI = hammer(ctx, o, func(ctx context.Context) error {
+		_, err := api.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns, PageSize: 100}))
+		return err
+	})
+	res.listDirect = hammer(ctx, o, func(ctx context.Context) error {
+		return direct.List(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), client.Limit(100))
+	})
+	fmt.Fprintf(o.Out, "  get: API %.0f/s, direct %.0f/s; list: API %.0f/s (p99 %s), direct %.0f/s (p99 %s)\n",
+		res.getAPI.rate(), res.getDirect.rate(), res.listAPI.rate(), stats.Percentile(res.listAPI.latencies, 99),
+		res.listDirect.rate(), stats.Percentile(res.listDirect.latencies, 99))
+	loaded, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
+	if err := cliTimes(ctx, p, kc, ns, scaleCLIRuns, &res.apiResult); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl warm %s\n", stats.Percentile(res.kilnList, 50), stats.Percentile(res.kubectlWarm, 50))
+	return res, nil
+}
+
+// countThroughAPI counts the TrainJobs the API server lists in ns.
+func countThroughAPI(ctx context.Context, api kilnv1connect.TrainJobServiceClient, ns string) (int, error) {
+	req := &kilnv1.ListTrainJobsRequest{Namespace: ns, PageSize: 1000}
+	n := 0
+	for {
+		res, err := api.ListTrainJobs(ctx, connect.NewRequest(req))
+		if err != nil {
+			return 0, fmt.Errorf("listing through the API server: %w", err)
+		}
+		n += len(res.Msg.GetTrainJobs())
+		if req.PageToken = res.Msg.GetNextPageToken(); req.PageToken == "" {
+			return n, nil
+		}
+	}
+}
 
 // cliTimes times `kiln list` and `kubectl get trainjobs`, each a new process as from a
 // shell, as the same user over the same jobs, output to a pipe that is read and dropped.
-func cliTimes(ctx context.Context, p *platform.Platform, kc clientconfig.Context, ns string, res *apiResult) error {
+func cliTimes(ctx context.Context, p *platform.Platform, kc clientconfig.Context, ns string, runs int, res *apiResult) error {
 	admin, err := p.RESTConfig()
 	if err != nil {
 		return err
@@ -234,7 +384,7 @@ func cliTimes(ctx context.Context, p *platform.Platform, kc clientconfig.Context
 	}
 	kiln := []string{"KILN_CONFIG=" + p.ClientConfigFile(), "NO_COLOR=1"}
 	warmCache := filepath.Join(dir, "warm")
-	for i := range cliRuns {
+	for i := range runs {
 		d, err := run(kiln, p.Bin("kiln"), "list", "-n", ns)
 		if err != nil {
 			return fmt.Errorf("kiln list: %w", err)
@@ -350,62 +500,56 @@ func hammer(ctx context.Context, o APIOptions, call func(context.Context) error)
 	return out
 }
 
-func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took time.Duration) error {
-	type row struct {
-		name      string
-		api, dir  func(*apiResult) float64
-		unit      string
-		decimals  int
-		compareAs string // "ratio" or "overhead"
-	}
+// apiRow is a figure of the report, through the API server and direct.
+type apiRow struct {
+	name      string
+	api, dir  func(*apiResult) float64
+	unit      string
+	decimals  int
+	compareAs string // "ratio" or "overhead"
+	// scale marks the figures the run at ScaleJobs gives too.
+	scale bool
+}
+
+func apiRows(o APIOptions) []apiRow {
 	ms := func(ds []time.Duration, p float64) float64 { return stats.Percentile(ds, p).Seconds() * 1000 }
-	rows := []row{
-		{"Create, p50", func(r *apiResult) float64 { return ms(r.createAPI, 50) }, func(r *apiResult) float64 { return ms(r.createDirect, 50) }, " ms", 1, "overhead"},
-		{"Create, p99", func(r *apiResult) float64 { return ms(r.createAPI, 99) }, func(r *apiResult) float64 { return ms(r.createDirect, 99) }, " ms", 1, "overhead"},
-		{fmt.Sprintf("Get, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.getAPI.rate() }, func(r *apiResult) float64 { return r.getDirect.rate() }, "", 0, "ratio"},
-		{"Get, p99 under that load", func(r *apiResult) float64 { return ms(r.getAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.getDirect.latencies, 99) }, " ms", 1, "ratio"},
-		{"`kiln list` vs `kubectl get trainjobs` (cold discovery cache), whole process", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlCold, 50) }, " ms", 0, "ratio"},
-		{"`kiln list` vs `kubectl get trainjobs` (warm discovery cache)", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlWarm, 50) }, " ms", 0, "ratio"},
-		{fmt.Sprintf("List 100 jobs, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.listAPI.rate() }, func(r *apiResult) float64 { return r.listDirect.rate() }, "", 0, "ratio"},
-		{"List, p99 under that load", func(r *apiResult) float64 { return ms(r.listAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.listDirect.latencies, 99) }, " ms", 1, "ratio"},
+	return []apiRow{
+		{"Create, p50", func(r *apiResult) float64 { return ms(r.createAPI, 50) }, func(r *apiResult) float64 { return ms(r.createDirect, 50) }, " ms", 1, "overhead", false},
+		{"Create, p99", func(r *apiResult) float64 { return ms(r.createAPI, 99) }, func(r *apiResult) float64 { return ms(r.createDirect, 99) }, " ms", 1, "overhead", false},
+		{fmt.Sprintf("Get, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.getAPI.rate() }, func(r *apiResult) float64 { return r.getDirect.rate() }, "", 0, "ratio", true},
+		{"Get, p99 under that load", func(r *apiResult) float64 { return ms(r.getAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.getDirect.latencies, 99) }, " ms", 1, "ratio", true},
+		{"`kiln list` vs `kubectl get trainjobs` (cold discovery cache), whole process", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlCold, 50) }, " ms", 0, "ratio", false},
+		{"`kiln list` vs `kubectl get trainjobs` (warm discovery cache)", func(r *apiResult) float64 { return ms(r.kilnList, 50) }, func(r *apiResult) float64 { return ms(r.kubectlWarm, 50) }, " ms", 0, "ratio", true},
+		{fmt.Sprintf("List 100 jobs, requests/s (%d callers)", o.Concurrency), func(r *apiResult) float64 { return r.listAPI.rate() }, func(r *apiResult) float64 { return r.listDirect.rate() }, "", 0, "ratio", true},
+		{"List, p50 under that load", func(r *apiResult) float64 { return ms(r.listAPI.latencies, 50) }, func(r *apiResult) float64 { return ms(r.listDirect.latencies, 50) }, " ms", 1, "ratio", true},
+		{"List, p99 under that load", func(r *apiResult) float64 { return ms(r.listAPI.latencies, 99) }, func(r *apiResult) float64 { return ms(r.listDirect.latencies, 99) }, " ms", 1, "ratio", true},
 	}
-	spreadF := func(f func(*apiResult) float64) spread {
-		vs := make([]float64, 0, len(results))
-		for _, r := range results {
-			vs = append(vs, f(r))
-		}
-		slices.Sort(vs)
-		s := spread{min: vs[0], max: vs[len(vs)-1], n: len(vs), median: vs[len(vs)/2]}
-		if len(vs)%2 == 0 {
-			s.median = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-		}
-		return s
+}
+
+// apiSpread is f over the runs: median, min and max.
+func apiSpread(results []*apiResult, f func(*apiResult) float64) spread {
+	vs := make([]float64, 0, len(results))
+	for _, r := range results {
+		vs = append(vs, f(r))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Kiln API server benchmark\n\n")
-	fmt.Fprintf(&b, "%s\n\n", generatedBy("bench-api", started, took))
-	fmt.Fprintf(&b, "One user (the local platform's `kiln-demo` ServiceAccount token) does the same things through Kiln's API server "+
-		"(Connect protocol over HTTPS, HTTP/2) and directly against kube-apiserver (client-go, same token, same RBAC), on a fresh "+
-		"local platform per run, in a namespace of its own without a LocalQueue (so that Kueue leaves the suspended jobs alone). Creates: %d per path per run, one at a time, the paths taking turns (after 10 warm-up creates). "+
-		"Get and List: %d concurrent callers for %s per path, over the %d suspended TrainJobs the creates left. "+
-		"The CLI rows time a whole process, from a shell, listing all %[6]d jobs (medians of %[7]d runs each). "+
-		"Figures are the median of %[5]d runs, with min–max.\n\n", o.Creates, o.Concurrency, o.Duration, results[0].jobs, len(results), results[0].jobs, cliRuns)
-	fmt.Fprintf(&b, "| figure | through the API server | direct to Kubernetes | API / direct |\n|---|---|---|---|\n")
+	return spreadOfValues(vs)
+}
+
+// apiTable writes rows over results.
+func apiTable(b *strings.Builder, rows []apiRow, results []*apiResult) {
+	fmt.Fprintf(b, "| figure | through the API server | direct to Kubernetes | API / direct |\n|---|---|---|---|\n")
 	for _, r := range rows {
-		a, d := spreadF(r.api), spreadF(r.dir)
+		a, d := apiSpread(results, r.api), apiSpread(results, r.dir)
 		cmp := ratio(a, d)
 		if r.compareAs == "overhead" {
 			cmp = fmt.Sprintf("%+.1f ms", a.median-d.median)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.name, a.String(r.unit, r.decimals), d.String(r.unit, r.decimals), cmp)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.name, a.String(r.unit, r.decimals), d.String(r.unit, r.decimals), cmp)
 	}
-	mib := func(f func(*apiResult) int64) spread {
-		return spreadF(func(r *apiResult) float64 { return float64(f(r)) / (1 << 20) })
-	}
-	fmt.Fprintf(&b, "\nkiln-apiserver memory (RSS): %s idle after start, %s after the load, peak %s.\n",
-		mib(func(r *apiResult) int64 { return r.idleRSS }).String(" MiB", 0),
-		mib(func(r *apiResult) int64 { return r.loadedRSS }).String(" MiB", 0),
-		mib(func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
+}
+
+// failedCalls says how many calls of each load failed over results, with the first error.
+func failedCalls(results []*apiResult) string {
 	failures := map[string]int64{}
 	firstErr := map[string]string{}
 	for _, r := range results {
@@ -423,12 +567,61 @@ func writeAPIReport(o APIOptions, results []*apiResult, started time.Time, took 
 		}
 	}
 	if len(failed) == 0 {
-		failed = []string{"none"}
+		return "none"
 	}
-	fmt.Fprintf(&b, "Failed calls during the loads: %s.\n", strings.Join(failed, "; "))
-	fmt.Fprintf(&b, "\nEvery process shares the machine's cores: the load generator, the API server, kube-apiserver and etcd. "+
-		"Gets and lists through the API server are answered from its informer cache after a SubjectAccessReview "+
-		"(cached 10 s per caller and verb), and include the job's one truthful state; direct ones are kube-apiserver's.\n")
+	return strings.Join(failed, "; ")
+}
+
+func writeAPIReport(o APIOptions, results []*apiResult, scale *apiScaleResult, started time.Time, took time.Duration) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Kiln API server benchmark\n\n")
+	target := "bench-api"
+	if len(results) == 0 {
+		target = "bench-api-scale"
+	}
+	fmt.Fprintf(&b, "%s\n\n", generatedBy(target, started, took))
+	mib := func(results []*apiResult, f func(*apiResult) int64) spread {
+		return apiSpread(results, func(r *apiResult) float64 { return float64(f(r)) / (1 << 20) })
+	}
+	if len(results) > 0 {
+		fmt.Fprintf(&b, "One user (the local platform's `kiln-demo` ServiceAccount token) does the same things through Kiln's API server "+
+			"(Connect protocol over HTTPS, HTTP/2) and directly against kube-apiserver (client-go, same token, same RBAC), on a fresh "+
+			"local platform per run, in a namespace of its own without a LocalQueue (so that Kueue leaves the suspended jobs alone). Creates: %d per path per run, one at a time, the paths taking turns (after 10 warm-up creates). "+
+			"Get and List: %d concurrent callers for %s per path, over the %d suspended TrainJobs the creates left. "+
+			"The CLI rows time a whole process, from a shell, listing all %[6]d jobs (medians of %[7]d runs each). "+
+			"Figures are the median of %[5]d runs, with min–max.\n\n", o.Creates, o.Concurrency, o.Duration, results[0].jobs, len(results), results[0].jobs, cliRuns)
+		apiTable(&b, apiRows(o), results)
+		fmt.Fprintf(&b, "\nkiln-apiserver memory (RSS): %s idle after start, %s after the load, peak %s.\n",
+			mib(results, func(r *apiResult) int64 { return r.idleRSS }).String(" MiB", 0),
+			mib(results, func(r *apiResult) int64 { return r.loadedRSS }).String(" MiB", 0),
+			mib(results, func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
+		fmt.Fprintf(&b, "Failed calls during the loads: %s.\n", failedCalls(results))
+		fmt.Fprintf(&b, "\nEvery process shares the machine's cores: the load generator, the API server, kube-apiserver and etcd. "+
+			"Gets and lists through the API server are answered from its informer cache after a SubjectAccessReview "+
+			"(cached 10 s per caller and verb), and include the job's one truthful state; direct ones are kube-apiserver's.\n")
+	}
+	if scale != nil {
+		one := []*apiResult{&scale.apiResult}
+		fmt.Fprintf(&b, "\n## At %d TrainJobs\n\n", scale.jobs)
+		fmt.Fprintf(&b, "One more fresh platform: an admin client (32 at once) creates %d suspended TrainJobs in one namespace "+
+			"without a LocalQueue (%s; Kiln's and Kueue's webhooks on each, Kiln's operator pinning and rendering them meanwhile), "+
+			"then Kiln's operator is stopped, so that the rest of its work for them does not load the figures, and the "+
+			"API server's cache is waited for until it lists them all. The same user then loads Get and List (page of 100, "+
+			"the first page) with %d callers for %s per path, and lists all %[1]d from a shell (median of %d runs each). One run.\n\n",
+			scale.jobs, scale.created.Round(time.Second), o.Concurrency, o.Duration, scaleCLIRuns)
+		var rows []apiRow
+		for _, r := range apiRows(o) {
+			if r.scale {
+				rows = append(rows, r)
+			}
+		}
+		apiTable(&b, rows, one)
+		fmt.Fprintf(&b, "\nkiln-apiserver memory (RSS) holding them: %s once its cache had them all, %s after the load, peak %s.\n",
+			mib(one, func(r *apiResult) int64 { return r.idleRSS }).String(" MiB", 0),
+			mib(one, func(r *apiResult) int64 { return r.loadedRSS }).String(" MiB", 0),
+			mib(one, func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
+		fmt.Fprintf(&b, "Failed calls during the loads: %s.\n", failedCalls(one))
+	}
 	if err := os.MkdirAll(filepath.Dir(o.Report), 0o755); err != nil {
 		return err
 	}

@@ -381,11 +381,7 @@ func writePlacementReport(o PlacementOptions, cfg platform.Config, results []pla
 				vs = append(vs, f(r))
 			}
 		}
-		if len(vs) == 0 {
-			return "—"
-		}
-		slices.Sort(vs)
-		return spread{min: vs[0], median: vs[len(vs)/2], max: vs[len(vs)-1], n: len(vs)}.String(unit, decimals)
+		return spreadOfValues(vs).String(unit, decimals)
 	}
 	row := func(name string, f func(placementRun) float64, unit string, decimals int) {
 		w("| %s | %s | %s |", name, cell(placementVariants[0].name, f, unit, decimals), cell(placementVariants[1].name, f, unit, decimals))

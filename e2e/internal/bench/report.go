@@ -50,6 +50,11 @@ func spreadOf(results []*runResult, trainer string, f figure) spread {
 			vs = append(vs, v)
 		}
 	}
+	return spreadOfValues(vs)
+}
+
+// spreadOfValues is the min, median and max of vs (sorted in place).
+func spreadOfValues(vs []float64) spread {
 	if len(vs) == 0 {
 		return spread{}
 	}
