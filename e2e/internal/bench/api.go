@@ -603,11 +603,11 @@ func writeAPIReport(o APIOptions, results []*apiResult, scale *apiScaleResult, s
 	if scale != nil {
 		one := []*apiResult{&scale.apiResult}
 		fmt.Fprintf(&b, "\n## At %d TrainJobs\n\n", scale.jobs)
-		fmt.Fprintf(&b, "One more fresh platform: an admin client (32 at once) creates %d suspended TrainJobs in one namespace "+
-			"without a LocalQueue (%s; Kiln's and Kueue's webhooks on each, Kiln's operator pinning and rendering them meanwhile), "+
+		fmt.Fprintf(&b, "On a fresh platform of its own, an admin client (32 at once) creates %[1]d suspended TrainJobs in one namespace "+
+			"without a LocalQueue (%[2]s; Kiln's and Kueue's webhooks on each, Kiln's operator pinning and rendering them meanwhile), "+
 			"then Kiln's operator is stopped, so that the rest of its work for them does not load the figures, and the "+
 			"API server's cache is waited for until it lists them all. The same user then loads Get and List (page of 100, "+
-			"the first page) with %d callers for %s per path, and lists all %[1]d from a shell (median of %d runs each). One run.\n\n",
+			"the first page) with %[3]d callers for %[4]s per path, and lists all %[1]d from a shell (median of %[5]d runs each). One run.\n\n",
 			scale.jobs, scale.created.Round(time.Second), o.Concurrency, o.Duration, scaleCLIRuns)
 		var rows []apiRow
 		for _, r := range apiRows(o) {
