@@ -195,21 +195,7 @@ func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) 
 		names = append(names, fmt.Sprintf("api-%d", i), fmt.Sprintf("direct-%d", i))
 	}
 	var next atomic.Int64
-	name := func() string { return names[int(next.Add(1))%len(names)] }
-	res.getAPI = hammer(ctx, o, func(ctx context.Context) error {
-		_, err := api.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: ns, Name: name()}))
-		return err
-	})
-	res.getDirect = hammer(ctx, o, func(ctx context.Context) error {
-		return direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: name()}, &trainer.TrainJob{})
-	})
-	res.listAPI = hammer(ctx, o, func(ctx context.Context) error {
-		_, err := api.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns, PageSize: 100}))
-		return err
-	})
-	res.listDirect = hammer(ctx, o, func(ctx context.Context) error {
-		return direct.List(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), client.Limit(100))
-	})
+	loadReads(ctx, o, api, direct, ns, func() string { return names[int(next.Add(1))%len(names)] }, res)
 	fmt.Fprintf(o.Out, "  get: API %.0f/s, direct %.0f/s; list: API %.0f/s, direct %.0f/s\n",
 		res.getAPI.rate(), res.getDirect.rate(), res.listAPI.rate(), res.listDirect.rate())
 	loaded, err := readProcUsage(pid)
@@ -307,7 +293,25 @@ func apiScaleRun(ctx context.Context, o APIOptions) (*apiScaleResult, error) {
 	}
 	res.idleRSS = held.rss
 	var next atomic.Int64
-	pick := func() string { return name(int(next.Add(1)) % o.ScaleJobs) }
+	loadReads(ctx, o, api, direct, ns, func() string { return name(int(next.Add(1)) % o.ScaleJobs) }, &res.apiResult)
+	fmt.Fprintf(o.Out, "  get: API %.0f/s, direct %.0f/s; list: API %.0f/s (p99 %s), direct %.0f/s (p99 %s)\n",
+		res.getAPI.rate(), res.getDirect.rate(), res.listAPI.rate(), stats.Percentile(res.listAPI.latencies, 99),
+		res.listDirect.rate(), stats.Percentile(res.listDirect.latencies, 99))
+	loaded, err := readProcUsage(pid)
+	if err != nil {
+		return nil, err
+	}
+	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
+	if err := cliTimes(ctx, p, kc, ns, scaleCLIRuns, &res.apiResult); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl warm %s\n", stats.Percentile(res.kilnList, 50), stats.Percentile(res.kubectlWarm, 50))
+	return res, nil
+}
+
+// loadReads loads Gets (of the jobs pick names, in turn) and lists of the first 100 jobs of
+// ns, through the API server and directly, one after the other, into res.
+func loadReads(ctx context.Context, o APIOptions, api kilnv1connect.TrainJobServiceClient, direct client.Client, ns string, pick func() string, res *apiResult) {
 	res.getAPI = hammer(ctx, o, func(ctx context.Context) error {
 		_, err := api.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: ns, Name: pick()}))
 		return err
@@ -322,19 +326,6 @@ func apiScaleRun(ctx context.Context, o APIOptions) (*apiScaleResult, error) {
 	res.listDirect = hammer(ctx, o, func(ctx context.Context) error {
 		return direct.List(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), client.Limit(100))
 	})
-	fmt.Fprintf(o.Out, "  get: API %.0f/s, direct %.0f/s; list: API %.0f/s (p99 %s), direct %.0f/s (p99 %s)\n",
-		res.getAPI.rate(), res.getDirect.rate(), res.listAPI.rate(), stats.Percentile(res.listAPI.latencies, 99),
-		res.listDirect.rate(), stats.Percentile(res.listDirect.latencies, 99))
-	loaded, err := readProcUsage(pid)
-	if err != nil {
-		return nil, err
-	}
-	res.loadedRSS, res.peakRSS = loaded.rss, loaded.peakRSS
-	if err := cliTimes(ctx, p, kc, ns, scaleCLIRuns, &res.apiResult); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(o.Out, "  list from a shell: kiln %s, kubectl warm %s\n", stats.Percentile(res.kilnList, 50), stats.Percentile(res.kubectlWarm, 50))
-	return res, nil
 }
 
 // countThroughAPI counts the TrainJobs the API server lists in ns.
@@ -622,8 +613,5 @@ func writeAPIReport(o APIOptions, results []*apiResult, scale *apiScaleResult, s
 			mib(one, func(r *apiResult) int64 { return r.peakRSS }).String(" MiB", 0))
 		fmt.Fprintf(&b, "Failed calls during the loads: %s.\n", failedCalls(one))
 	}
-	if err := os.MkdirAll(filepath.Dir(o.Report), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(o.Report, []byte(b.String()), 0o644)
+	return saveReport(o.Report, b.String())
 }

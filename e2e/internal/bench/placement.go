@@ -411,8 +411,5 @@ func writePlacementReport(o PlacementOptions, cfg platform.Config, results []pla
 	w("creates the pods; with TAS, Kueue's ungater then lifts each pod's `kueue.x-k8s.io/topology` gate onto its")
 	w("assigned host; the scheduler holds each pod at Permit until its whole gang is reserved, then binds them all.")
 	w("`docs/placement.md` tells when to use which.")
-	if err := os.MkdirAll(filepath.Dir(o.Report), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(o.Report, []byte(b.String()), 0o644)
+	return saveReport(o.Report, b.String())
 }

@@ -457,8 +457,5 @@ func writePodsReport(o PodsOptions, results []*podsRun, image string, started ti
 	w("field, so the write drops it; upstream then updates the suspended JobSet with a pod template without it, and JobSet")
 	w("refuses the update (`spec.replicatedJobs: field is immutable`) on every retry. Kiln's webhook keeps the other")
 	w("managers' runtime patches as they were on Kueue's writes ([install.md](install.md)), so Kiln runs it.")
-	if err := os.MkdirAll(filepath.Dir(o.Report), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(o.Report, []byte(b.String()), 0o644)
+	return saveReport(o.Report, b.String())
 }

@@ -227,7 +227,7 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	w("  rest of the platform leaves them be and only the controller works. RSS is read from /proc once the controller")
 	w("  has rendered them all, in %d of the runs; its peak includes the restart's initial list of everything.", min(o.MemoryRuns, o.Runs))
 	w("")
-	if err := os.WriteFile(o.Report, []byte(b.String()), 0o644); err != nil {
+	if err := saveReport(o.Report, b.String()); err != nil {
 		return err
 	}
 	raw, err := json.MarshalIndent(struct {
@@ -315,6 +315,14 @@ func count(n int) string {
 }
 
 // machine describes this machine: CPU model, cores, memory.
+// saveReport writes a suite's report to path, its directory made if need be.
+func saveReport(path, text string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
+}
+
 // generatedBy is a report's first line: the make target that wrote it, when, how long
 // it took, on which machine and Go.
 func generatedBy(target string, started time.Time, took time.Duration) string {
