@@ -71,7 +71,8 @@ type Options struct {
 	// MakeTarget is the make target the report says wrote it (bench, bench-quick).
 	MakeTarget string
 	// Profiles, when set, is a directory where the bench saves Kiln's operator's heap
-	// profile at the memory sample (go tool pprof reads it).
+	// profile at the memory sample and its CPU profile over the throughput scenario's
+	// submission (go tool pprof reads them).
 	Profiles string
 	Out      io.Writer
 }
@@ -83,7 +84,7 @@ func DefaultOptions(root string) Options {
 		Runs: 3, Jobs: 1000, QueuedJobs: 64, MemoryJobs: 10000, MemoryRuns: 1,
 		Deadline: 120 * time.Second, TTL: 30 * time.Second,
 		ProgressJobs: 1000, ProgressInterval: time.Second, ProgressDuration: 2 * time.Minute, TimerJobs: 200, TimerDeadline: 30 * time.Second,
-		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 10},
+		Budget:       platform.ControllerBudget{QPS: 200, Burst: 400, Concurrency: 32},
 		MemoryBudget: platform.ControllerBudget{QPS: 1000, Burst: 2000, Concurrency: 50},
 		PodsPerNode:  500, Audit: true,
 		Report: reportPath(root), MakeTarget: "bench",

@@ -41,6 +41,10 @@ type runResult struct {
 	// Limit is the same for a plain client creating the same JobSets directly with the
 	// controllers' client budget.
 	Limit time.Duration
+	// IdleWebhook is the time in the controller's webhooks per create, and IdleCreate each
+	// create call's duration, of TrainJobs created one at a time on an idle platform.
+	IdleWebhook time.Duration
+	IdleCreate  []time.Duration
 	// DeadlineLag: due instant to Failed/DeadlineExceeded seen, per TrainJob;
 	// DeadlineMissed: those that never failed; Recreated: JobSets created again after the
 	// deadline deleted them.
@@ -182,6 +186,46 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
+// idleCreates is how many TrainJobs idleAdmission creates, one at a time.
+const idleCreates = 50
+
+// idleAdmission creates suspended TrainJobs one at a time before the throughput scenario,
+// on a platform with nothing else to do (the Kueue scenario before it has finished): the time the apiserver spends in the controller's webhooks per create is then what
+// one kubectl apply pays. The throughput scenario's figure adds the wait for CPU on a
+// platform that creates 1,000 jobs' JobSets, Jobs and pods meanwhile.
+func idleAdmission(ctx context.Context, e *env, r *runResult) error {
+	const ns = "bench-admission"
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	for i := range idleCreates {
+		start := time.Now()
+		if err := e.c.Create(ctx, benchJob(ns, fmt.Sprintf("tj-%03d", i), true, "")); err != nil {
+			return fmt.Errorf("creating TrainJob %d of the idle admission: %w", i, err)
+		}
+		r.IdleCreate = append(r.IdleCreate, time.Since(start))
+	}
+	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	r.IdleWebhook = time.Duration((secs1 - secs0) / idleCreates * float64(time.Second))
+	e.logf("idle admission: webhooks took %s per create (%v calls), create p50 %s", r.IdleWebhook.Round(100*time.Microsecond), calls1-calls0,
+		stats.Percentile(r.IdleCreate, 50).Round(100*time.Microsecond))
+	// Gone before the throughput scenario starts.
+	if err := e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	return waitFor(ctx, 2*time.Minute, "namespace "+ns+" deleted", func() (bool, string) {
+		err := e.c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+}
+
 // allJobSets waits until n JobSets of namespace ns have been seen, and says when the last
 // of them was.
 func (e *env) allJobSets(ctx context.Context, ns string, n int, timeout time.Duration) (time.Time, error) {
@@ -230,12 +274,16 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
+	if err := idleAdmission(ctx, e, r); err != nil {
+		return err
+	}
 	n := e.o.Jobs
 	secs, ttl := int64(e.o.Deadline/time.Second), int32(e.o.TTL/time.Second)
 	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
 	if err != nil {
 		return err
 	}
+	cpu := e.profileSubmission(ctx, r)
 	start := time.Now()
 	if err := createMany(ctx, e.c, n, func(i int) client.Object {
 		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "1h")
@@ -248,6 +296,9 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	r.Submit = time.Since(start)
+	if err := cpu(); err != nil {
+		return err
+	}
 	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
 	if err != nil {
 		return err
@@ -304,6 +355,29 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		stats.Percentile(r.DeadlineLag, 50), stats.Percentile(r.DeadlineLag, 99), stats.Percentile(r.KillLag, 50), stats.Percentile(r.KillLag, 99), r.Recreated)
 	return nil
 }
+
+// profileSubmission starts a CPU profile of Kiln's operator over the throughput scenario's
+// submission when profiles are asked for (--profiles): where the operator's CPU goes while
+// its webhooks answer the creates. The function it returns waits for the profile.
+func (e *env) profileSubmission(ctx context.Context, r *runResult) func() error {
+	if e.o.Profiles == "" || e.p.Trainer != platform.TrainerKiln {
+		return func() error { return nil }
+	}
+	path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-submission-run%d.cpu", r.Run))
+	done := make(chan error, 1)
+	go func() { done <- e.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", submissionProfileSeconds), path) }()
+	return func() error {
+		if err := <-done; err != nil {
+			return err
+		}
+		e.logf("throughput: CPU profile of the submission's first %ds in %s (go tool pprof -top %s)", submissionProfileSeconds, path, path)
+		return nil
+	}
+}
+
+// submissionProfileSeconds is how long the submission's CPU profile lasts: about the
+// submission of 1,000 TrainJobs on this machine.
+const submissionProfileSeconds = 10
 
 // deadlineNamespace holds the deadline scenario's TrainJobs.
 const deadlineNamespace = "bench-deadline"
@@ -431,7 +505,7 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB), Go heap in use %d MiB", r.MemoryJobs, u.rss>>20, u.peakRSS>>20, heap>>20)
 	if e.o.Profiles != "" && e.p.Trainer == platform.TrainerKiln {
 		path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-memory-run%d.heap", r.Run))
-		if err := e.saveHeapProfile(ctx, path); err != nil {
+		if err := e.saveProfile(ctx, "heap", path); err != nil {
 			return err
 		}
 		e.logf("memory: heap profile in %s (go tool pprof -top -inuse_space %s)", path, path)
@@ -479,20 +553,21 @@ func heapFrom(text, key, sep string) (int64, error) {
 	return 0, fmt.Errorf("no %q in the controller's answer", key)
 }
 
-// saveHeapProfile writes the operator's heap profile (its /debug/pprof/heap) to path.
-func (e *env) saveHeapProfile(ctx context.Context, path string) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", e.p.OperatorPprof)
+// saveProfile saves the operator's profile named query (a path under /debug/pprof/ with
+// its parameters: "heap", "profile?seconds=10") in path.
+func (e *env) saveProfile(ctx context.Context, query, path string) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s", e.p.OperatorPprof, query)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("reading the operator's heap profile: %w", err)
+		return fmt.Errorf("reading the operator's profile: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("reading the operator's heap profile: %s from %s", resp.Status, url)
+		return fmt.Errorf("reading the operator's profile: %s from %s", resp.Status, url)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

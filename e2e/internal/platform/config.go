@@ -180,7 +180,7 @@ func DefaultConfig(root string) Config {
 		ComponentTimeout: 90 * time.Second,
 		Trainer:          TrainerKiln,
 		Install:          InstallProcesses,
-		Controller:       ControllerBudget{QPS: 50, Burst: 100, Concurrency: 10},
+		Controller:       ControllerBudget{QPS: 50, Burst: 100, Concurrency: 32},
 	}
 }
 

@@ -103,7 +103,7 @@ func main() {
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the Kubernetes API")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
-	flag.IntVar(&o.concurrency, "trainjob-concurrency", 10, "TrainJobs reconciled in parallel")
+	flag.IntVar(&o.concurrency, "trainjob-concurrency", 32, "TrainJobs reconciled in parallel: each mostly waits for the apiserver, so more than the cores")
 	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
 	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, serve on this long before stopping: /readyz fails and every webhook answer closes its connection, so that the apiserver moves its kept-alive connections to the other replicas (set it longer than the Service's endpoints take to drop the pod)")
 	flag.BoolVar(&o.webhooks, "enable-webhooks", true, "serve the TrainJob admission webhooks")
