@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
@@ -271,6 +271,7 @@ func metricsOptions(o options) metricsserver.Options {
 		opts.SecureServing = true
 		opts.FilterProvider = metricsauth.Filter
 		opts.CertDir = o.metricsCertDir
+		opts.TLSOpts = []func(*tls.Config){kilnwebhook.HTTP1Only}
 	}
 	return opts
 }
@@ -292,7 +293,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	webhookServer := kilnwebhook.NewDrainingServer(webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}))
+	webhookServer := kilnwebhook.NewServer(o.webhookHost, o.webhookPort, o.webhookCertDir)
 	// SIGTERM drains the webhook server for --shutdown-delay; then the manager stops.
 	ctx = drainThenStop(ctx, o.shutdownDelay, webhookServer.Drain)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
