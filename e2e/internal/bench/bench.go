@@ -172,6 +172,8 @@ type env struct {
 	cache   cache.Cache
 	// rendered is a JobSet the controller rendered, the model of the limit's.
 	rendered *unstructured.Unstructured
+	// scrapeToken reads Kiln's operator's metrics (operatorMetrics).
+	scrapeToken string
 }
 
 func (e *env) logf(format string, args ...any) {

@@ -323,6 +323,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.AllJobSets = last.Sub(start)
 	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
+	view := e.operatorViewOfDeadlines(ctx)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -331,6 +332,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		e.logf("deadline: %v", err)
 	}
+	view()
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2
