@@ -191,14 +191,21 @@ func atMost(s float64) string {
 	return "≤ " + strconv.FormatFloat(s, 'g', 2, 64) + " s"
 }
 
-// operatorViewOfDeadlines reads Kiln's operator's metrics before the deadlines fall due;
-// the function it returns reads them again once they fired and logs the operator's own
+// operatorViewOfDeadlines reads Kiln's operator's metrics a second before the first
+// deadline of namespace ns falls due; the function it returns reads them again once they
+// fired and logs the operator's own
 // account of them (operatorView), so that the bench's figure, which includes the watch's
 // delivery to the bench, can be told from the operator's part. Upstream's controller has no
 // such metric. A reading that fails is logged, not fatal: the figure is for diagnosis.
-func (e *env) operatorViewOfDeadlines(ctx context.Context) func() {
+func (e *env) operatorViewOfDeadlines(ctx context.Context, ns string) func() {
 	if e.p.Trainer != platform.TrainerKiln {
 		return func() {}
+	}
+	if first := e.tracker.earliest(e.tracker.deadlineDue, ns); !first.IsZero() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(first.Add(-time.Second))):
+		}
 	}
 	before, err := e.operatorMetrics(ctx)
 	if err != nil {

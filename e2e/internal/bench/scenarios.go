@@ -323,7 +323,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.AllJobSets = last.Sub(start)
 	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
-	view := e.operatorViewOfDeadlines(ctx)
+	view := e.operatorViewOfDeadlines(ctx, ns)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
