@@ -133,22 +133,32 @@ func freshPlatform(ctx context.Context, o APIOptions, name string) (*platform.Pl
 	return p, stop, nil
 }
 
+// apiPlatform starts a fresh platform and the API suite's two paths to it as the demo
+// user: the API server's client (and its client configuration) and a direct client.
+func apiPlatform(ctx context.Context, o APIOptions, name string) (*platform.Platform, func(), kilnv1connect.TrainJobServiceClient, clientconfig.Context, client.Client, error) {
+	p, stop, err := freshPlatform(ctx, o, name)
+	if err != nil {
+		return nil, nil, nil, clientconfig.Context{}, nil, err
+	}
+	api, kc, err := p.TrainJobAPI()
+	if err == nil {
+		var direct client.Client
+		if direct, err = directClient(p, kc.Token); err == nil {
+			return p, stop, api, kc, direct, nil
+		}
+	}
+	stop()
+	return nil, nil, nil, clientconfig.Context{}, nil, err
+}
+
 func apiRunOnce(ctx context.Context, o APIOptions, run int) (*apiResult, error) {
 	fmt.Fprintf(o.Out, "API run %d/%d on a fresh platform\n", run, o.Runs)
-	p, stop, err := freshPlatform(ctx, o, fmt.Sprintf("api-%d", run))
+	p, stop, api, kc, direct, err := apiPlatform(ctx, o, fmt.Sprintf("api-%d", run))
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 
-	api, kc, err := p.TrainJobAPI()
-	if err != nil {
-		return nil, err
-	}
-	direct, err := directClient(p, kc.Token)
-	if err != nil {
-		return nil, err
-	}
 	pid, ok := p.APIServerProcess().Running()
 	if !ok {
 		return nil, fmt.Errorf("kiln-apiserver is not running")
@@ -229,19 +239,11 @@ type apiScaleResult struct {
 // loads Get and List and times the CLIs over them.
 func apiScaleRun(ctx context.Context, o APIOptions) (*apiScaleResult, error) {
 	fmt.Fprintf(o.Out, "API run at %d TrainJobs on a fresh platform\n", o.ScaleJobs)
-	p, stop, err := freshPlatform(ctx, o, "api-scale")
+	p, stop, api, kc, direct, err := apiPlatform(ctx, o, "api-scale")
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-	api, kc, err := p.TrainJobAPI()
-	if err != nil {
-		return nil, err
-	}
-	direct, err := directClient(p, kc.Token)
-	if err != nil {
-		return nil, err
-	}
 	const ns = "bench-api"
 	if err := apiNamespace(ctx, p, ns); err != nil {
 		return nil, err
