@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/api/kueue"
@@ -78,14 +79,26 @@ func (v *views) workload(ctx context.Context, tj *trainer.TrainJob) *view.Worklo
 		klog.FromContext(ctx).V(2).Info("Could not read a TrainJob's workload", "trainJob", klog.KObj(tj), "err", err)
 		return nil
 	}
-	// Kueue replaces a job's workload at times; the newest one is the job's.
+	// Kueue replaces a job's workload at times; the newest one is the job's. Its worker
+	// cluster is the operator's (kueue.WorkerCluster): that of the latest admitted one that
+	// names one, so that a replacement not dispatched yet does not hide where the job ran.
 	var newest *unstructured.Unstructured
 	for i := range list.Items {
 		if wl := &list.Items[i]; newest == nil || newest.GetCreationTimestamp().Time.Before(wl.GetCreationTimestamp().Time) {
 			newest = wl
 		}
 	}
-	return view.WorkloadFrom(newest)
+	out := view.WorkloadFrom(newest)
+	if out != nil && len(list.Items) > 1 {
+		typed := make([]kueuev1beta2.Workload, 0, len(list.Items))
+		for i := range list.Items {
+			if kwl, err := kueue.Workload(&list.Items[i]); err == nil {
+				typed = append(typed, *kwl)
+			}
+		}
+		out.Cluster = kueue.WorkerCluster(typed)
+	}
+	return out
 }
 
 // position ranks wl among the pending workloads of its ClusterQueue.

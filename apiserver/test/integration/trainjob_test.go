@@ -564,6 +564,40 @@ spec: {runtimeRef: {name: torch-distributed}}
 				Expect(connect.CodeOf(stream.Err())).To(Equal(connect.CodeFailedPrecondition))
 				Expect(stream.Err().Error()).To(And(ContainSubstring("runs on a worker cluster"), ContainSubstring("kubectl -n team-a logs -l jobset.sigs.k8s.io/jobset-name="+tj.Name)))
 			})
+
+			It("shows the worker cluster a dispatched job ran on, also once Kueue gave it a newer Workload", func(ctx SpecContext) {
+				tj := kilntesting.MakeTrainJob(name("ran-on"), "team-a").Queue("team-queue").Suspend(true).ManagedBy(trainer.MultiKueueControllerName).Obj()
+				Expect(admin.Create(ctx, tj)).To(Succeed())
+				ran := workload(ctx, "team-a", tj.Name, string(tj.UID), "team-queue")
+				now := metav1.Now().UTC().Format(time.RFC3339)
+				ran.Object["status"] = map[string]any{
+					"clusterName": "kiln-worker-1",
+					"admission": map[string]any{"clusterQueue": "team-cq", "podSetAssignments": []any{map[string]any{
+						"name": "node", "count": int64(2), "flavors": map[string]any{"nvidia.com/gpu": "gpu"}, "resourceUsage": map[string]any{"nvidia.com/gpu": "8"},
+					}}},
+					"conditions": []any{
+						map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "reserved", "lastTransitionTime": now},
+						map[string]any{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted", "lastTransitionTime": now},
+					},
+				}
+				Expect(admin.Status().Update(ctx, ran)).To(Succeed())
+				status := func(g Gomega) *kilnv1.TrainJobStatus {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: tj.Name}))
+					g.Expect(err).NotTo(HaveOccurred())
+					return res.Msg.GetTrainJob().GetStatus()
+				}
+				Eventually(ctx, func(g Gomega) { g.Expect(status(g).GetCluster()).To(Equal("kiln-worker-1")) }).Should(Succeed())
+
+				By("a newer Workload, not dispatched (created a second later: creation times are whole seconds)")
+				Eventually(ctx, time.Now).Should(BeTemporally(">=", ran.GetCreationTimestamp().Add(time.Second)))
+				newer := pendingWorkload(ctx, "team-a", tj.Name+"-b", string(tj.UID), "team-queue")
+				Expect(newer.GetCreationTimestamp().After(ran.GetCreationTimestamp().Time)).To(BeTrue())
+				Eventually(ctx, func(g Gomega) {
+					st := status(g)
+					g.Expect(st.GetMessage()).To(ContainSubstring("insufficient unused quota"), "the view reads the newer Workload")
+					g.Expect(st.GetCluster()).To(Equal("kiln-worker-1"))
+				}).Should(Succeed())
+			})
 		})
 	}
 })

@@ -89,13 +89,16 @@ var _ = Describe("MultiKueue dispatch", func() {
 
 		By("kiln, against the manager's API server, shows where a job runs and where its logs are")
 		one := fmt.Sprintf("%s%02d", prefix, 0)
-		out, errOut, code := kilnCLI("list", "-o", "wide")
-		Expect(code).To(BeZero(), errOut)
-		Expect(out).To(MatchRegexp(`(?m)^` + one + `\t.*\tkiln-worker-[12]$`))
-		out, errOut, code = kilnCLI("describe", one)
-		Expect(code).To(BeZero(), errOut)
-		Expect(out).To(MatchRegexp(`Cluster:\s+kiln-worker-[12] \(dispatched by MultiKueue`))
-		_, errOut, code = kilnCLI("logs", one)
+		// The API server reads its caches: eventually what the manager's apiserver showed above.
+		Eventually(ctx, func(g Gomega) {
+			out, errOut, code := kilnCLI("list", "-o", "wide")
+			g.Expect(code).To(BeZero(), errOut)
+			g.Expect(out).To(MatchRegexp(`(?m)^` + one + `\t.*\tkiln-worker-[12]$`))
+			out, errOut, code = kilnCLI("describe", one)
+			g.Expect(code).To(BeZero(), errOut)
+			g.Expect(out).To(MatchRegexp(`Cluster:\s+kiln-worker-[12] \(dispatched by MultiKueue`))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		_, errOut, code := kilnCLI("logs", one)
 		Expect(code).NotTo(BeZero())
 		Expect(errOut).To(MatchRegexp(`runs on worker cluster kiln-worker-[12] .*kubectl -n default logs -l jobset.sigs.k8s.io/jobset-name=` + one))
 
