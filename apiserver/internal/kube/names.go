@@ -134,8 +134,9 @@ func SortedAfter[T any, PT interface {
 			if j < len(recent) && (i >= hi || CompareNames(recent[j], names[i].namespace, names[i].name) <= 0) {
 				next = recent[j]
 				if i < hi && CompareNames(next, names[i].namespace, names[i].name) == 0 {
-					// The cache holds one of the name: listed once, the cache's if it is this one.
-					if c := cached(names[i]); c != nil && c.GetUID() == next.GetUID() {
+					// The cache holds one of the name: listed once, the cache's if it is this one
+					// at the recorded version or later.
+					if c := cached(names[i]); c != nil && c.GetUID() == next.GetUID() && !Newer(next, c) {
 						next = c
 					}
 					i++

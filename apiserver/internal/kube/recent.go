@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,6 +23,11 @@ import (
 // later), and a list from the cache adds those it is missing. Without it a client that
 // creates a job and lists at once may not find it. Nothing waits: a create is answered as
 // soon as Kubernetes answers.
+//
+// It holds too the versions of objects that this server read from Kubernetes before its
+// cache had them (the events of a watch, which streams from Kubernetes as the caller),
+// until the cache reaches that version: a client that watched a job complete and then
+// lists or gets it sees it complete, not the cache's older copy.
 //
 // Across replicas of the server a list is as fresh as that replica's cache.
 type Recent struct {
@@ -61,6 +67,26 @@ func (r *Recent) Created(obj client.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[keyOf(obj)] = recentEntry{obj: obj.DeepCopyObject().(client.Object), at: now}
+	r.prune(now)
+}
+
+// Observed records obj, a version this server read from Kubernetes (a watch event), unless
+// a newer version of it is recorded already. The cache's update to that version (or any
+// later one) drops it.
+func (r *Recent) Observed(obj client.Object) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := keyOf(obj)
+	if e, ok := r.m[k]; ok && e.obj.GetUID() == obj.GetUID() && !Newer(obj, e.obj) {
+		return
+	}
+	r.m[k] = recentEntry{obj: obj.DeepCopyObject().(client.Object), at: now}
+	r.prune(now)
+}
+
+// prune drops the entries older than recentTTL, at most once a second.
+func (r *Recent) prune(now time.Time) {
 	if now.Sub(r.pruned) < time.Second {
 		return
 	}
@@ -70,6 +96,29 @@ func (r *Recent) Created(obj client.Object) {
 			delete(r.m, k)
 		}
 	}
+}
+
+// Newer says whether a is a later version of the same object than b (by resourceVersion;
+// false when they do not compare).
+func Newer(a, b client.Object) bool {
+	c, err := resourceversion.CompareResourceVersion(a.GetResourceVersion(), b.GetResourceVersion())
+	return err == nil && c > 0 && a.GetUID() == b.GetUID()
+}
+
+// Latest is a copy of the version of obj this server read that is newer than obj (the
+// cache's copy), if it has one.
+func Latest[T any, PT interface {
+	*T
+	client.Object
+}](r *Recent, obj PT) (PT, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[keyOf(obj)]
+	if !ok || !Newer(e.obj, obj) {
+		return nil, false
+	}
+	latest, ok := e.obj.DeepCopyObject().(PT)
+	return latest, ok
 }
 
 // Forget drops obj's entry (deleted by this server).
@@ -87,9 +136,52 @@ func (r *Recent) seen(obj any) {
 	}
 }
 
-// watch makes informer's add events drop the entries of the objects they add.
+// caughtUp drops the entry of obj's name once the cache holds that object at the entry's
+// version or a later one (or a version that does not compare with it).
+func (r *Recent) caughtUp(obj any) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := keyOf(o)
+	if e, ok := r.m[k]; ok && e.obj.GetUID() == o.GetUID() {
+		if c, err := resourceversion.CompareResourceVersion(o.GetResourceVersion(), e.obj.GetResourceVersion()); err != nil || c >= 0 {
+			delete(r.m, k)
+		}
+	}
+}
+
+// Deleted drops the entry of obj, deleted, unless it is of another object of that name
+// (created after it).
+func (r *Recent) Deleted(obj client.Object) { r.gone(obj) }
+
+// gone drops the entry of an object the cache deleted, unless it is of another object of
+// that name (created after it).
+func (r *Recent) gone(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.m[keyOf(o)]; ok && e.obj.GetUID() == o.GetUID() {
+		delete(r.m, keyOf(o))
+	}
+}
+
+// watch makes informer's events drop the entries the cache caught up with: the objects it
+// adds, the versions it updates to, the objects it deletes.
 func (r *Recent) watch(informer cache.Informer) error {
-	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { r.seen(obj) }})
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.seen(obj) },
+		UpdateFunc: func(_, obj any) { r.caughtUp(obj) },
+		DeleteFunc: func(obj any) { r.gone(obj) },
+	})
 	return err
 }
 
@@ -117,7 +209,8 @@ func pending[T any, PT interface {
 // SortedWithRecent sorts items (the objects of kind T in the cache, in namespace, "" for
 // all, matching selector: CachedList's) by namespace and name, and adds this server's
 // creates the cache does not hold yet. Where the cache still holds an older object of the
-// same name (deleted before this create), the new one replaces it.
+// same name (deleted before this create), or an older version of the one this server read,
+// the recorded one replaces it.
 func SortedWithRecent[T any, PT interface {
 	*T
 	client.Object
@@ -131,7 +224,7 @@ func SortedWithRecent[T any, PT interface {
 		switch {
 		case !found:
 			items = slices.Insert(items, j, obj)
-		case items[j].GetUID() != obj.GetUID():
+		case items[j].GetUID() != obj.GetUID(), Newer(obj, items[j]):
 			items[j] = obj
 		}
 	}

@@ -1,12 +1,14 @@
 package kube
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
@@ -109,5 +111,85 @@ func TestRecentKeepsItsOwnCopy(t *testing.T) {
 	got := SortedWithRecent(r, []*trainer.TrainJob{}, "", labels.Everything())
 	if got[0].Labels["team"] != "nlp" {
 		t.Fatalf("the entry changed with the caller's object: %v", got[0].Labels)
+	}
+}
+
+func version(tj trainer.TrainJob, rv string, l map[string]string) trainer.TrainJob {
+	tj.ResourceVersion, tj.Labels = rv, l
+	return tj
+}
+
+// A version a watch delivered before the cache has it is what lists and gets show, until
+// the cache reaches it: a client that watched a job complete then finds it complete.
+func TestRecentShowsAWatchedVersionUntilTheCacheHasIt(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	cachedAt10 := version(job("team", "a", "a1", nil), "10", map[string]string{"v": "10"})
+	if err := store.Add(&cachedAt10); err != nil {
+		t.Fatal(err)
+	}
+	n := NewNames(store)
+	r := NewRecent(clocktesting.NewFakePassiveClock(time.Now()))
+	label := func(items []*trainer.TrainJob) []string {
+		var out []string
+		for _, tj := range items {
+			out = append(out, tj.Name+"@"+tj.Labels["v"])
+		}
+		return out
+	}
+	list := func() []string {
+		return label(slices.Collect(SortedAfter[trainer.TrainJob](r, n, "team", nil, "")))
+	}
+	get := func() string {
+		if latest, ok := Latest(r, &cachedAt10); ok {
+			return latest.Labels["v"]
+		}
+		return "cache"
+	}
+	equal(t, list(), []string{"a@10"})
+
+	watched12 := version(job("team", "a", "a1", nil), "12", map[string]string{"v": "12"})
+	r.Observed(&watched12)
+	equal(t, list(), []string{"a@12"})
+	equal(t, label(SortedWithRecent(r, ptrs(cachedAt10), "team", labels.Everything())), []string{"a@12"})
+	if got := get(); got != "12" {
+		t.Errorf("get: %s, want the watched version 12", got)
+	}
+	// An older version watched later (another caller's watch, behind) changes nothing.
+	watched11 := version(job("team", "a", "a1", nil), "11", map[string]string{"v": "11"})
+	r.Observed(&watched11)
+	equal(t, list(), []string{"a@12"})
+
+	// The cache's update to 11: still behind.
+	r.caughtUp(&watched11)
+	equal(t, list(), []string{"a@12"})
+	// At 12 (or later): the cache's again, the entry dropped.
+	cachedAt12 := version(job("team", "a", "a1", nil), "12", map[string]string{"v": "cache 12"})
+	if err := store.Update(&cachedAt12); err != nil {
+		t.Fatal(err)
+	}
+	r.caughtUp(&cachedAt12)
+	equal(t, list(), []string{"a@cache 12"})
+	if len(r.m) != 0 {
+		t.Errorf("%d entries left after the cache caught up", len(r.m))
+	}
+
+	// Not newer than the cache's copy (an old watch event): the cache's is listed.
+	r.Observed(&watched11)
+	equal(t, list(), []string{"a@cache 12"})
+	if _, ok := Latest(r, &cachedAt12); ok {
+		t.Error("Latest returned a version older than the cache's")
+	}
+
+	// Deleted: the entry goes, but not that of another job of the name created since.
+	r.Observed(&watched12)
+	r.gone(toolscache.DeletedFinalStateUnknown{Key: "team/a", Obj: &cachedAt12})
+	if len(r.m) != 0 {
+		t.Errorf("%d entries left after the deletion", len(r.m))
+	}
+	recreated := job("team", "a", "a2", nil)
+	r.Created(&recreated)
+	r.Deleted(&cachedAt12)
+	if len(r.m) != 1 {
+		t.Error("the deletion of the old job dropped the entry of the one created since")
 	}
 }

@@ -196,6 +196,10 @@ func (s *TrainJobs) get(ctx context.Context, namespace, name string) (*trainer.T
 	if err != nil {
 		return nil, toConnect(what, err)
 	}
+	// A newer version a watch of this server delivered than the cache has yet.
+	if latest, ok := kube.Latest(s.kube.Recent, tj); ok {
+		return latest, nil
+	}
 	return tj, nil
 }
 

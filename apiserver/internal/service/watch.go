@@ -145,6 +145,13 @@ func (w *watcher) forward(ctx context.Context, kw watch.Interface, rv string, ti
 				continue
 			}
 			rv = tj.ResourceVersion
+			// Lists and gets of this server show this version from now on, though its cache
+			// may not have it yet.
+			if ev.Type == watch.Deleted {
+				w.s.kube.Recent.Deleted(tj)
+			} else {
+				w.s.kube.Recent.Observed(tj)
+			}
 			typ := map[watch.EventType]kilnv1.WatchEventType{
 				watch.Added: kilnv1.WatchEventType_WATCH_EVENT_TYPE_ADDED, watch.Modified: kilnv1.WatchEventType_WATCH_EVENT_TYPE_MODIFIED,
 				watch.Deleted: kilnv1.WatchEventType_WATCH_EVENT_TYPE_DELETED,
