@@ -145,11 +145,8 @@ func (r *Recent) caughtUp(obj any) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := keyOf(o)
-	if e, ok := r.m[k]; ok && e.obj.GetUID() == o.GetUID() {
-		if c, err := resourceversion.CompareResourceVersion(o.GetResourceVersion(), e.obj.GetResourceVersion()); err != nil || c >= 0 {
-			delete(r.m, k)
-		}
+	if e, ok := r.m[keyOf(o)]; ok && e.obj.GetUID() == o.GetUID() && !Newer(e.obj, o) {
+		delete(r.m, keyOf(o))
 	}
 }
 
