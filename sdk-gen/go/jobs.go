@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -262,13 +263,26 @@ func NewRequestID() string {
 	return hex.EncodeToString(b)
 }
 
+// transient says err is the server or the connection going away, worth calling again:
+// Unavailable, or the connection reset under a call the caller did not cancel (connect
+// reports a reset as Canceled, since on a server it means the client left).
+func transient(ctx context.Context, err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable:
+		return true
+	case connect.CodeCanceled:
+		return ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+	}
+	return false
+}
+
 // retry calls f again while the server is unavailable (a restart, a dropped connection),
 // up to 5 attempts; f must be safe to repeat.
 func retry(ctx context.Context, f func() error) error {
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := f()
-		if connect.CodeOf(err) != connect.CodeUnavailable || attempt == 5 {
+		if !transient(ctx, err) || attempt == 5 {
 			return err
 		}
 		var e *Error

@@ -146,7 +146,7 @@ func (c *Client) WatchJobMetrics(ctx context.Context, namespace, name string, me
 				yield(nil, ctx.Err())
 				return
 			}
-			if code := connect.CodeOf(err); err != nil && code != connect.CodeUnavailable && code != connect.CodeUnknown {
+			if err != nil && !transient(ctx, err) && connect.CodeOf(err) != connect.CodeUnknown {
 				yield(nil, wrap(err))
 				return
 			}

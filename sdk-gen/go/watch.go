@@ -55,7 +55,7 @@ func (c *Client) WatchJob(ctx context.Context, namespace, name string, until fun
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if code := connect.CodeOf(err); err != nil && code != connect.CodeUnavailable && code != connect.CodeUnknown {
+		if err != nil && !transient(ctx, err) && connect.CodeOf(err) != connect.CodeUnknown {
 			return nil, err
 		}
 		select {

@@ -40,8 +40,9 @@ type received struct {
 }
 
 // replay serves the named exchanges once each and records what it was sent; the client
-// speaks Connect's JSON, as the recording did.
-func replay(t *testing.T, loseFirst bool, names ...string) (*Client, *[]received) {
+// speaks Connect's JSON, as the recording did. With lose, the first request's answer is
+// lost: lose drops the connections instead.
+func replay(t *testing.T, lose func(net.Conn), names ...string) (*Client, *[]received) {
 	t.Helper()
 	var mu sync.Mutex
 	var exchanges []exchange
@@ -72,10 +73,10 @@ func replay(t *testing.T, loseFirst bool, names ...string) (*Client, *[]received
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, received{r.URL.Path, r.Header.Get("Content-Type"), body})
-		if loseFirst && len(got) == 1 {
+		if lose != nil && len(got) == 1 {
 			// The request arrived; its answer is lost on the way back: the connection drops.
 			for c := range conns {
-				_ = c.Close()
+				lose(c)
 			}
 			return
 		}
@@ -125,7 +126,7 @@ func recordedRequest(t *testing.T, name string) map[string]any {
 }
 
 func TestTrainSendsTheRecordedRequest(t *testing.T) {
-	c, got := replay(t, false, "create-ok")
+	c, got := replay(t, nil, "create-ok")
 	name, err := c.Train(context.Background(), TrainOptions{
 		Runtime: "torch-distributed", Trainer: &CustomTrainerContainer{Command: []string{"torchrun", "train.py"}, NumNodes: 2},
 		Queue: "default", ActiveDeadlineSeconds: new(int64(28800)), TTLSecondsAfterFinished: new(int32(86400)),
@@ -144,7 +145,7 @@ func TestTrainSendsTheRecordedRequest(t *testing.T) {
 }
 
 func TestTrainAsksForATopologyLevel(t *testing.T) {
-	c, got := replay(t, false, "create-ok")
+	c, got := replay(t, nil, "create-ok")
 	if _, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", Name: "wire-rec", Queue: "tas", Topology: "rack", TopologyPreferred: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -167,27 +168,42 @@ func TestTrainAsksForATopologyLevel(t *testing.T) {
 }
 
 func TestTrainRetriesALostAnswerWithTheSameRequestID(t *testing.T) {
-	c, got := replay(t, true, "create-ok")
-	name, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", Name: "wire-rec"})
-	if err != nil || name != "wire-rec" {
-		t.Fatalf("Train: %q, %v", name, err)
-	}
-	if len(*got) != 2 {
-		t.Fatalf("%d requests, want 2", len(*got))
-	}
-	ids := map[string]bool{}
-	for _, r := range *got {
-		var m map[string]any
-		_ = json.Unmarshal(r.body, &m)
-		ids[m["requestId"].(string)] = true
-	}
-	if len(ids) != 1 {
-		t.Errorf("request ids %v: want one, repeated", ids)
+	for _, lost := range []struct {
+		name string
+		drop func(net.Conn)
+	}{
+		{"connection closed", func(c net.Conn) { _ = c.Close() }},
+		// A reset (RST, as when the server dies with unread data) reaches connect as
+		// ECONNRESET, which it codes Canceled, not Unavailable (CI once failed on it).
+		{"connection reset", func(c net.Conn) {
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+		}},
+	} {
+		t.Run(lost.name, func(t *testing.T) {
+			c, got := replay(t, lost.drop, "create-ok")
+			name, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", Name: "wire-rec"})
+			if err != nil || name != "wire-rec" {
+				t.Fatalf("Train: %q, %v", name, err)
+			}
+			if len(*got) != 2 {
+				t.Fatalf("%d requests, want 2", len(*got))
+			}
+			ids := map[string]bool{}
+			for _, r := range *got {
+				var m map[string]any
+				_ = json.Unmarshal(r.body, &m)
+				ids[m["requestId"].(string)] = true
+			}
+			if len(ids) != 1 {
+				t.Errorf("request ids %v: want one, repeated", ids)
+			}
+		})
 	}
 }
 
 func TestGetJob(t *testing.T) {
-	c, _ := replay(t, false, "get-complete")
+	c, _ := replay(t, nil, "get-complete")
 	j, err := c.GetJob(context.Background(), "", "wire-rec")
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +215,7 @@ func TestGetJob(t *testing.T) {
 }
 
 func TestWaitReadsTheStream(t *testing.T) {
-	c, got := replay(t, false, "watch-complete")
+	c, got := replay(t, nil, "watch-complete")
 	var seen []Status
 	j, err := c.WaitForJobStatus(context.Background(), "wire-rec", []Status{StatusComplete}, WaitOptions{Callbacks: []func(*TrainJob){func(j *TrainJob) { seen = append(seen, j.Status) }}})
 	if err != nil || j.Status != StatusComplete {
@@ -214,7 +230,7 @@ func TestWaitReadsTheStream(t *testing.T) {
 }
 
 func TestLogsAndTheErrorAtTheEndOfAStream(t *testing.T) {
-	c, _ := replay(t, false, "logs", "logs-not-found")
+	c, _ := replay(t, nil, "logs", "logs-not-found")
 	var lines []string
 	for l, err := range c.GetJobLogs(context.Background(), "wire-rec", LogOptions{}) {
 		if err != nil {
@@ -234,7 +250,7 @@ func TestLogsAndTheErrorAtTheEndOfAStream(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	c, _ := replay(t, false, "create-invalid", "list-denied")
+	c, _ := replay(t, nil, "create-invalid", "list-denied")
 	_, err := c.Train(context.Background(), TrainOptions{Runtime: "torch-distributed", Name: "x", RequestID: "wire-rec-2"})
 	var e *Error
 	if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &e) || len(e.FieldViolations) != 1 || e.FieldViolations[0].Field != "train_job.name" {
