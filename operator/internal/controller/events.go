@@ -47,8 +47,13 @@ func (r *TrainJobReconciler) record(tj *trainer.TrainJob, evs []event) {
 // ownEvents are the failures that record their own event, saying what to do about them.
 var ownEvents = []string{trainer.TrainJobRuntimeNotFoundReason, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobJobSetRejectedReason, trainer.TrainJobProgressDeadlineExceededReason}
 
-// transitions are the events a status change deserves.
-func transitions(before, after *trainer.TrainJobStatus) []event {
+// transitions are the events a status change of tj deserves. A job in a Kueue queue gets
+// no Suspended or Resumed: Kueue records its queueing, admission and eviction on the
+// TrainJob itself (CreatedWorkload, Started "Admitted by clusterQueue ...", Stopped, with
+// the reason), and the same news twice is a write per transition for nothing.
+func transitions(tj *trainer.TrainJob, after *trainer.TrainJobStatus) []event {
+	before := &tj.Status
+	kueueTells := tj.Labels[trainer.KueueQueueNameLabel] != ""
 	var evs []event
 	turned := func(t string, s metav1.ConditionStatus, reason string) *metav1.Condition {
 		a := meta.FindStatusCondition(after.Conditions, t)
@@ -61,10 +66,10 @@ func transitions(before, after *trainer.TrainJobStatus) []event {
 		}
 		return a
 	}
-	if c := turned(trainer.TrainJobSuspended, metav1.ConditionTrue, ""); c != nil {
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionTrue, ""); c != nil && !kueueTells {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonSuspended, c.Message})
 	}
-	if c := turned(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason); c != nil {
+	if c := turned(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason); c != nil && !kueueTells {
 		evs = append(evs, event{corev1.EventTypeNormal, ReasonResumed, c.Message})
 	}
 	if podsReady(after) && !podsReady(before) && !finished(after) {

@@ -18,11 +18,15 @@ func TestTransitions(t *testing.T) {
 	}
 	cases := map[string]struct {
 		before, after trainer.TrainJobStatus
+		queued        bool
 		want          []string
 	}{
 		"nothing changed":             {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "True", "Suspended")},
 		"suspended":                   {after: with(trainer.TrainJobSuspended, "True", "Suspended"), want: []string{"Normal Suspended"}},
 		"resumed":                     {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "False", "Resumed"), want: []string{"Normal Resumed"}},
+		"queued: Kueue tells":         {after: with(trainer.TrainJobSuspended, "True", "Suspended"), queued: true},
+		"admitted: Kueue tells":       {before: with(trainer.TrainJobSuspended, "True", "Suspended"), after: with(trainer.TrainJobSuspended, "False", "Resumed"), queued: true},
+		"queued job completed":        {after: with(trainer.TrainJobComplete, "True", "AllJobsCompleted"), queued: true, want: []string{"Normal Completed"}},
 		"completed":                   {after: with(trainer.TrainJobComplete, "True", "AllJobsCompleted"), want: []string{"Normal Completed"}},
 		"failed":                      {after: with(trainer.TrainJobFailed, "True", "FailedJobs"), want: []string{"Warning Failed"}},
 		"deadline: own event":         {after: with(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason)},
@@ -41,7 +45,12 @@ func TestTransitions(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			for _, e := range transitions(&tc.before, &tc.after) {
+			tj := job.Clone().Obj()
+			if tc.queued {
+				tj = job.Clone().Queue("q").Obj()
+			}
+			tj.Status = tc.before
+			for _, e := range transitions(tj, &tc.after) {
 				got = append(got, e.kind+" "+e.reason)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -45,7 +45,7 @@ func (r *TrainJobReconciler) reconcileDispatched(ctx context.Context, tj *traine
 	workloads := r.workloads(ctx, tj)
 	st := dispatchedStatus(tj, kueue.WorkerCluster(workloads))
 	// The events of what this reconcile changes (Kueue's mirror writes the rest).
-	evs := transitions(&tj.Status, st)
+	evs := transitions(tj, st)
 	if why, lost := workerLost(workloads); lost && staleCounts(&tj.Status, st) {
 		evs = append(evs, event{kind: corev1.EventTypeWarning, reason: ReasonWorkerLost, note: "Kueue evicted the job from its worker cluster (" + why + "), whose pods its status still counted: " +
 			"Kiln set them to 0, so that Kueue releases its quota and dispatches it again"})

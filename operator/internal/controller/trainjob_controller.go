@@ -161,7 +161,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		return reconcile.Result{}, errors.Join(applyErr, err)
 	}
 	acts := applyLifecycle(tj, st, policy, r.clock.Now(), r.activeSince(ctx, tj, st))
-	changed := transitions(&tj.Status, st)
+	changed := transitions(tj, st)
 	before := *tj.Status.DeepCopy()
 	batched, err := r.writeStatus(ctx, tj, st)
 	if errors.Is(err, errTrainJobGone) {

@@ -46,12 +46,15 @@ func TestDescribe(t *testing.T) {
 		{Type: "Warning", Reason: "BackOff", Object: "Pod/mnist-node-0-1-x7k2p", Message: "Back-off restarting failed container", Count: 3, LastTime: timestamppb.New(now.Add(-4 * time.Minute))},
 	}
 	at := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-d)) }
-	// The operator's lifecycle events of a queued job that restarted once on a disruption; a
-	// pod's event is not part of the job's timeline.
+	// The lifecycle events of a queued job (Kueue's for its queueing, admission and
+	// eviction, the operator's for the rest) that was preempted once and restarted once on
+	// a disruption; a pod's event is not part of the job's timeline.
 	lifecycle := []*kilnv1.Event{
-		{Type: "Normal", Reason: "Suspended", Object: "TrainJob/mnist", Count: 1, FirstTime: at(20 * time.Minute), LastTime: at(20 * time.Minute)},
-		{Type: "Normal", Reason: "Created", Object: "TrainJob/mnist", Message: "Created JobSet mnist", Count: 1, LastTime: at(20 * time.Minute)},
-		{Type: "Normal", Reason: "Resumed", Object: "TrainJob/mnist", Count: 1, FirstTime: at(18 * time.Minute), LastTime: at(18 * time.Minute)},
+		{Type: "Normal", Reason: "CreatedWorkload", Object: "TrainJob/mnist", Message: "Created Workload: team/trainjob-mnist-3f2a1", Count: 1, FirstTime: at(25 * time.Minute), LastTime: at(25 * time.Minute)},
+		{Type: "Normal", Reason: "Created", Object: "TrainJob/mnist", Message: "Created JobSet mnist", Count: 1, LastTime: at(25 * time.Minute)},
+		{Type: "Normal", Reason: "Stopped", Object: "TrainJob/mnist", Count: 1, FirstTime: at(22 * time.Minute), LastTime: at(22 * time.Minute),
+			Message: "Preempted to accommodate a workload (UID: 5c1e, JobUID: 9a0b) due to prioritization in the ClusterQueue; preemptor path: /cluster-queue"},
+		{Type: "Normal", Reason: "Started", Object: "TrainJob/mnist", Message: "Admitted by clusterQueue cluster-queue", Count: 2, FirstTime: at(24 * time.Minute), LastTime: at(18 * time.Minute)},
 		{Type: "Normal", Reason: "Running", Object: "TrainJob/mnist", Count: 2, FirstTime: at(17 * time.Minute), LastTime: at(2*time.Minute + 50*time.Second)},
 		{Type: "Warning", Reason: "Restarted", Object: "TrainJob/mnist", Count: 1, FirstTime: at(3 * time.Minute), LastTime: at(3 * time.Minute),
 			Message: "restarting all pods (restart 2; not counted against maxRestarts, 1 of 3 used): Disruption: applying RestartJobSetAndIgnoreMaxRestarts failure policy action"},

@@ -17,8 +17,9 @@ type moment struct {
 
 // timeline is the job's life from its submission, built from the facts `kiln describe`
 // already shows: its creation and status times, and the lifecycle events the operator
-// records on it (the same transitions its metrics and spans count). Events expire (an
-// hour, by default); the status times stand in for the ones that did.
+// records on it (the same transitions its metrics and spans count), and Kueue's for a
+// queued job (the operator leaves its queueing, admission and eviction to Kueue's events).
+// Events expire (an hour, by default); the status times stand in for the ones that did.
 func timeline(j *kilnv1.TrainJob, events []*kilnv1.Event) []moment {
 	st := j.GetStatus()
 	queued := j.GetSpec().GetQueue() != "" || st.GetQueue() != nil
@@ -48,6 +49,14 @@ func timeline(j *kilnv1.TrainJob, events []*kilnv1.Event) []moment {
 			if queued {
 				m.what = "Admitted"
 			}
+		// Kueue's, on the TrainJob: "Created Workload: ns/name", "Admitted by clusterQueue
+		// cq", and why it stopped the job ("Preempted to accommodate ...").
+		case "CreatedWorkload":
+			m.what = "Queued"
+		case "Started":
+			m.what = "Admitted"
+		case "Stopped":
+			m.what, m.detail = "Evicted", firstClause(e.GetMessage())
 		case "Running":
 			m.what = "Running"
 		case "Restarted":
@@ -87,6 +96,19 @@ func timeline(j *kilnv1.TrainJob, events []*kilnv1.Event) []moment {
 	}
 	slices.SortStableFunc(out, func(a, b moment) int { return a.at.Compare(b.at) })
 	return out
+}
+
+// firstClause is a message up to its first parenthesis, semicolon or period, at most 60
+// characters: what a timeline row has room for.
+func firstClause(msg string) string {
+	if i := strings.IndexAny(msg, "(;."); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimSpace(msg)
+	if len(msg) > 60 {
+		msg = msg[:57] + "..."
+	}
+	return msg
 }
 
 // restartDetail shortens a Restarted event ("restarting all pods (restart 1; not counted
