@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -135,16 +136,35 @@ func parseWriteCounts(raw []byte) map[string]float64 {
 		if labels["subresource"] != "" {
 			res += "/" + labels["subresource"]
 		}
+		if labels["dry_run"] != "" {
+			res += dryRun
+		}
 		v, _ := strconv.ParseFloat(m[2], 64)
 		out[res] += v
 	}
 	return out
 }
 
+// dryRun marks the requests the apiserver answered without storing anything (dryRun=All:
+// Kueue creates a throwaway Workload that way to default a job's pod sets, at every
+// reconcile of the job that compares them).
+const dryRun = " (dry run)"
+
 func sumValues(m map[string]float64) float64 {
 	var t float64
 	for _, v := range m {
 		t += v
+	}
+	return t
+}
+
+// storedWrites is the sum of the writes that were not dry runs.
+func storedWrites(m map[string]float64) float64 {
+	var t float64
+	for k, v := range m {
+		if !strings.HasSuffix(k, dryRun) {
+			t += v
+		}
 	}
 	return t
 }
@@ -163,9 +183,10 @@ func auditedWrites(path, ns string) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var ev struct {
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef *struct {
+			Verb       string `json:"verb"`
+			RequestURI string `json:"requestURI"`
+			UserAgent  string `json:"userAgent"`
+			ObjectRef  *struct {
 				Resource, Namespace, Subresource string
 			} `json:"objectRef"`
 			ResponseStatus *struct {
@@ -178,6 +199,9 @@ func auditedWrites(path, ns string) (map[string]float64, error) {
 		res := ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			res += "/" + ev.ObjectRef.Subresource
+		}
+		if u, err := url.Parse(ev.RequestURI); err == nil && u.Query().Get("dryRun") != "" {
+			res += dryRun
 		}
 		outcome := "ok"
 		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 300 {

@@ -129,10 +129,14 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="jobse
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="trainer.kubeflow.org",resource="trainjobs",scope="resource",subresource="status",verb="PUT",version="v1alpha1"} 3
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="trainer.kubeflow.org",resource="trainjobs",scope="resource",subresource="status",verb="PUT",version="v1alpha1"} 1
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 100
+apiserver_request_total{code="201",component="apiserver",dry_run="All",group="kueue.x-k8s.io",resource="workloads",scope="resource",subresource="",verb="POST",version="v1beta2"} 5
 `)
 	got := parseWriteCounts(raw)
-	if got["jobsets"] != 7 || got["trainjobs/status"] != 4 || len(got) != 2 {
+	if got["jobsets"] != 7 || got["trainjobs/status"] != 4 || got["workloads (dry run)"] != 5 || len(got) != 3 {
 		t.Fatalf("got %v", got)
+	}
+	if sumValues(got) != 16 || storedWrites(got) != 11 {
+		t.Errorf("writes %v, stored %v; want 16, 11", sumValues(got), storedWrites(got))
 	}
 }
 
@@ -155,6 +159,8 @@ func TestAuditedWrites(t *testing.T) {
 {"kind":"Event","verb":"update","userAgent":"kiln-operator/v0.0.0 (linux/amd64) kubernetes/$Format","objectRef":{"resource":"trainjobs","namespace":"q","subresource":"status"},"responseStatus":{"code":409}}
 {"kind":"Event","verb":"create","userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:job-controller","objectRef":{"resource":"pods","namespace":"q"},"responseStatus":{"code":201}}
 {"kind":"Event","verb":"create","userAgent":"kueue/v0.19.0","objectRef":{"resource":"workloads","namespace":"elsewhere"},"responseStatus":{"code":201}}
+{"kind":"Event","verb":"create","requestURI":"/apis/kueue.x-k8s.io/v1beta2/namespaces/q/workloads?dryRun=All","userAgent":"kueue/v0.19.0","objectRef":{"resource":"workloads","namespace":"q"},"responseStatus":{"code":201}}
+{"kind":"Event","verb":"create","requestURI":"/apis/kueue.x-k8s.io/v1beta2/namespaces/q/workloads","userAgent":"kueue/v0.19.0","objectRef":{"resource":"workloads","namespace":"q"},"responseStatus":{"code":201}}
 not json
 `
 	path := filepath.Join(t.TempDir(), "audit.log")
@@ -169,6 +175,8 @@ not json
 		"kiln-operator\tupdate trainjobs/status\tok":  1,
 		"kiln-operator\tupdate trainjobs/status\t409": 1,
 		"job-controller\tcreate pods\tok":             1,
+		"kueue\tcreate workloads (dry run)\tok":       1,
+		"kueue\tcreate workloads\tok":                 1,
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("auditedWrites = %v, want %v", got, want)
