@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -28,7 +30,7 @@ var errTrainJobGone = errors.New("TrainJob deleted")
 // is no reason to refuse it. That write's own event reconciles the job again.
 func (r *TrainJobReconciler) writeStatus(ctx context.Context, tj *trainer.TrainJob, st *trainer.TrainJobStatus) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(tj)
-	if apiequality.Semantic.DeepEqual(&tj.Status, st) {
+	if apiequality.Semantic.DeepEqual(&tj.Status, st) || quietMirror(&tj.Status, st) {
 		r.batches.forget(key)
 		return 0, nil
 	}
@@ -77,6 +79,36 @@ func mirrorOnly(before, after *trainer.TrainJobStatus) bool {
 		return st
 	}
 	return apiequality.Semantic.DeepEqual(strip(before), strip(after))
+}
+
+// quietMirror says whether status after differs from before only in mirrored figures that
+// nobody acts on: the JobSet's count of suspended Jobs, or entries of zeros where there were
+// none (a JobSet just created, suspended). Under load each was a write of its own between the
+// ones that mean something (the JobSet created suspended; resumed, its count still
+// "suspended: 1" for a moment). Such a change is not written alone: it rides with the next
+// write, which comes with the next pod started or finished, or the job's next transition.
+// The pods' counts (active, ready, succeeded, failed) are never quiet: users, the job's
+// state and Kueue (active pods, reclaimable pods) read them.
+func quietMirror(before, after *trainer.TrainJobStatus) bool {
+	b, a := before.DeepCopy(), after.DeepCopy()
+	b.JobsStatus, a.JobsStatus = nil, nil
+	if !apiequality.Semantic.DeepEqual(b, a) {
+		return false
+	}
+	return maps.Equal(podCounts(before.JobsStatus), podCounts(after.JobsStatus))
+}
+
+// podCounts are the pods of each replicated job that are active, ready, succeeded and
+// failed; a job with none of any is left out, as is one not listed.
+func podCounts(jobs []trainer.JobStatus) map[string][4]int32 {
+	out := map[string][4]int32{}
+	for _, j := range jobs {
+		c := [4]int32{ptr.Deref(j.Active, 0), ptr.Deref(j.Ready, 0), ptr.Deref(j.Succeeded, 0), ptr.Deref(j.Failed, 0)}
+		if c != [4]int32{} {
+			out[j.Name] = c
+		}
+	}
+	return out
 }
 
 // statusBatches remember, per TrainJob, since when a mirror-only status change waits.

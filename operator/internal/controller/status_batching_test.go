@@ -44,6 +44,42 @@ func TestMirrorOnly(t *testing.T) {
 	}
 }
 
+func TestQuietMirror(t *testing.T) {
+	counts := func(active, ready, succeeded, failed, suspended int32) trainer.JobStatus {
+		return trainer.JobStatus{Name: "node", Active: ptr.To(active), Ready: ptr.To(ready), Succeeded: ptr.To(succeeded), Failed: ptr.To(failed), Suspended: ptr.To(suspended)}
+	}
+	resumed := []metav1.Condition{{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, ObservedGeneration: 2}}
+	for _, tc := range []struct {
+		name          string
+		before, after trainer.TrainJobStatus
+		quiet         bool
+	}{
+		{"the JobSet created suspended: zeros where there were none",
+			trainer.TrainJobStatus{}, trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 0)}}, true},
+		{"the JobSet's Jobs suspended, then not",
+			trainer.TrainJobStatus{Conditions: resumed, JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 0)}},
+			trainer.TrainJobStatus{Conditions: resumed, JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 1)}}, true},
+		{"a pod started",
+			trainer.TrainJobStatus{Conditions: resumed, JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 1)}},
+			trainer.TrainJobStatus{Conditions: resumed, JobsStatus: []trainer.JobStatus{counts(1, 0, 0, 0, 0)}}, false},
+		{"ready", trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(1, 0, 0, 0, 0)}}, trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(1, 1, 0, 0, 0)}}, false},
+		{"succeeded", trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(1, 1, 0, 0, 0)}}, trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(0, 0, 1, 0, 0)}}, false},
+		{"failed", trainer.TrainJobStatus{}, trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 1, 0)}}, false},
+		{"pods gone: counts to zero", trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(2, 2, 0, 0, 0)}}, trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 2)}}, false},
+		{"a condition with it",
+			trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 0)}},
+			trainer.TrainJobStatus{Conditions: resumed, JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 1)}}, false},
+		{"observedGeneration with it",
+			trainer.TrainJobStatus{Conditions: resumed},
+			trainer.TrainJobStatus{Conditions: []metav1.Condition{{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, ObservedGeneration: 3}},
+				JobsStatus: []trainer.JobStatus{counts(0, 0, 0, 0, 0)}}, false},
+	} {
+		if got := quietMirror(&tc.before, &tc.after); got != tc.quiet {
+			t.Errorf("%s: quietMirror = %v, want %v", tc.name, got, tc.quiet)
+		}
+	}
+}
+
 func TestMirrorBatches(t *testing.T) {
 	tj := types.NamespacedName{Namespace: "ns", Name: "job"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
