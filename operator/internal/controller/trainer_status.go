@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,10 +33,12 @@ func (r *TrainJobReconciler) WithStatusServer(s StatusServer) *TrainJobReconcile
 }
 
 // statusCAs remembers which namespaces hold the current CA certificate, so that each gets
-// one write per operator process (and one more when the certificate changes), not one per job.
+// one write per operator process (and one more when the certificate changes), not one per job:
+// the first jobs of a namespace, reconciled at once, share the one write in flight.
 type statusCAs struct {
-	mu   sync.Mutex
-	done map[string][32]byte
+	mu     sync.Mutex
+	done   map[string][32]byte
+	flight singleflight.Group
 }
 
 // ensureStatusServerCA writes the status server's CA certificate into the TrainJob's
@@ -55,6 +59,14 @@ func (r *TrainJobReconciler) ensureStatusServerCA(ctx context.Context, namespace
 	if ok && have == sum {
 		return nil
 	}
+	_, err, _ = r.cas.flight.Do(namespace+"/"+hex.EncodeToString(sum[:]), func() (any, error) {
+		return nil, r.writeStatusServerCA(ctx, namespace, ca, sum)
+	})
+	return err
+}
+
+// writeStatusServerCA writes the CA certificate ca (sum is its hash) into namespace.
+func (r *TrainJobReconciler) writeStatusServerCA(ctx context.Context, namespace string, ca []byte, sum [32]byte) error {
 	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: kiln.StatusServerCAConfigMap, Labels: map[string]string{
