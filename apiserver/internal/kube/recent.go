@@ -150,13 +150,9 @@ func (r *Recent) caughtUp(obj any) {
 	}
 }
 
-// Deleted drops the entry of obj, deleted, unless it is of another object of that name
-// (created after it).
-func (r *Recent) Deleted(obj client.Object) { r.gone(obj) }
-
-// gone drops the entry of an object the cache deleted, unless it is of another object of
-// that name (created after it).
-func (r *Recent) gone(obj any) {
+// Deleted drops the entry of obj, deleted (a watch's event, the cache's deletion or its
+// tombstone), unless it is of another object of that name (created after it).
+func (r *Recent) Deleted(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -177,7 +173,7 @@ func (r *Recent) watch(informer cache.Informer) error {
 	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.seen(obj) },
 		UpdateFunc: func(_, obj any) { r.caughtUp(obj) },
-		DeleteFunc: func(obj any) { r.gone(obj) },
+		DeleteFunc: r.Deleted,
 	})
 	return err
 }

@@ -182,7 +182,7 @@ func TestRecentShowsAWatchedVersionUntilTheCacheHasIt(t *testing.T) {
 
 	// Deleted: the entry goes, but not that of another job of the name created since.
 	r.Observed(&watched12)
-	r.gone(toolscache.DeletedFinalStateUnknown{Key: "team/a", Obj: &cachedAt12})
+	r.Deleted(toolscache.DeletedFinalStateUnknown{Key: "team/a", Obj: &cachedAt12})
 	if len(r.m) != 0 {
 		t.Errorf("%d entries left after the deletion", len(r.m))
 	}

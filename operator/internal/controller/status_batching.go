@@ -90,9 +90,9 @@ func mirrorOnly(before, after *trainer.TrainJobStatus) bool {
 // The pods' counts (active, ready, succeeded, failed) are never quiet: users, the job's
 // state and Kueue (active pods, reclaimable pods) read them.
 func quietMirror(before, after *trainer.TrainJobStatus) bool {
-	b, a := before.DeepCopy(), after.DeepCopy()
+	b, a := *before, *after // shallow: only compared, the one field set aside
 	b.JobsStatus, a.JobsStatus = nil, nil
-	if !apiequality.Semantic.DeepEqual(b, a) {
+	if !apiequality.Semantic.DeepEqual(&b, &a) {
 		return false
 	}
 	return maps.Equal(podCounts(before.JobsStatus), podCounts(after.JobsStatus))
