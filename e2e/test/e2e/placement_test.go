@@ -58,8 +58,8 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 			g.Expect(pg.Object["spec"]).To(HaveKeyWithValue("minMember", int64(2)))
 			g.Expect(podsOf(ctx, g, ns, "gang")).To(HaveLen(2))
 		}).WithTimeout(time.Minute).Should(Succeed())
-		// Longer than the PodGroup's 10 s schedule timeout: its pods are tried, held at
-		// Permit, and released, never bound.
+		// Longer than the PodGroup's 10 s schedule timeout: none of its pods is bound while
+		// the whole gang does not fit.
 		Consistently(ctx, func(g Gomega) {
 			g.Expect(boundPods(podsOf(ctx, g, ns, "gang"))).To(BeZero(), "a pod of the gang bound while its sibling cannot be")
 		}).WithTimeout(25 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
@@ -104,18 +104,22 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 				client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 		}
 		// Longer than the PodGroup's 10 s schedule timeout, after the last of their pods is gone.
+		// The scheduler says why: the gang does not fit on the nodes its pods can use (the
+		// spot and reserved pools' free GPUs are not theirs).
 		Eventually(ctx, func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(boundPods(pods.Items)).To(Equal(small - 12))
 			noneBound(g)
+			g.Expect(schedulingMessages(podsOf(ctx, g, ns, "gang"))).To(HaveEach(ContainSubstring("does not fit on the")))
 		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Consistently(ctx, noneBound).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 		By("one more finishes: the whole gang is bound, with the 16 small jobs left untouched")
 		Expect(k8s.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small-12"}})).To(Succeed())
 		Eventually(ctx, func(g Gomega) {
-			g.Expect(boundPods(podsOf(ctx, g, ns, "gang"))).To(Equal(16))
+			pods := podsOf(ctx, g, ns, "gang")
+			g.Expect(boundPods(pods)).To(Equal(16), "the scheduler says: %q", schedulingMessages(pods))
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		for i := 13; i < small; i++ {
 			Expect(boundPods(podsOf(ctx, Default, ns, fmt.Sprintf("small-%02d", i)))).To(Equal(1))
@@ -183,6 +187,20 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		}
 	})
 })
+
+// schedulingMessages are the distinct messages of the pods' PodScheduled conditions that are
+// not True: why the scheduler has not bound them.
+func schedulingMessages(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue && !slices.Contains(out, c.Message) {
+				out = append(out, c.Message)
+			}
+		}
+	}
+	return out
+}
 
 // gangRuntime creates the TrainingRuntime "gang" in ns: torch-distributed, gang-scheduled
 // by the coscheduling plugin with a 10 s schedule timeout.
