@@ -48,7 +48,8 @@ func TestStatusServerCAWrittenOncePerNamespace(t *testing.T) {
 		}
 		<-applied
 		// A second write would begin at once (the others are already asking); give it the
-		// chance before the first one ends. Only a failing run waits the whole while.
+		// chance before the first one ends. A passing run waits the whole while; in a
+		// failing one the second write ends the wait.
 		select {
 		case <-applied:
 		case <-time.After(200 * time.Millisecond):
