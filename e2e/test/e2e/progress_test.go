@@ -27,9 +27,9 @@ import (
 )
 
 // progressScript trains with torchrun, reporting each step and its loss with kiln.progress
-// (rank 0 only), then posts once the raw way the Kubeflow SDK does: with nothing but the
-// three variables the operator injected. With $HANG_AFTER set, it reports that many steps
-// and then hangs, silent, until killed.
+// (rank 0 only), closes the reporter, then posts once the raw way the Kubeflow SDK does: with
+// nothing but the three variables the operator injected. With $HANG_AFTER set, it reports
+// that many steps and then hangs, silent, until killed.
 const progressScript = `cat > /tmp/train.py <<'EOF'
 import json, os, ssl, sys, time, urllib.request
 import torch, torch.distributed as dist
@@ -53,8 +53,12 @@ for step in range(1, total + 1):
         print("hanging", flush=True)
         time.sleep(3600)
     time.sleep(0.5)
-progress.flush(10)
+# The reporter posts what it holds and stops: nothing of it can follow the raw post (at exit
+# it would post again what a failed flush left pending).
+posted = progress.flush(30)
+progress.get_reporter().close(30)
 if dist.get_rank() == 0:
+    print("reporter closed; the server holds its last state:", posted, flush=True)
     body = {"trainerStatus": {"progressPercentage": 100, "estimatedRemainingSeconds": 0,
         "metrics": [{"name": "raw", "value": "kubeflow-sdk"}],
         "lastUpdatedTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
@@ -97,9 +101,10 @@ func progressSpecs() {
 		Eventually(ctx, func(g Gomega) {
 			got := &trainer.TrainJob{}
 			g.Expect(k8s.Get(ctx, key, got)).To(Succeed())
+			g.Expect(got.Status.TrainerStatus).NotTo(BeNil())
 			g.Expect(got.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: "raw", Value: "kubeflow-sdk"}))
 			g.Expect(*got.Status.TrainerStatus.ProgressPercentage).To(BeEquivalentTo(100))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(30*time.Second).Should(Succeed(), func() string { return "the trainers' logs:\n" + jobLogs(ns, tj.Name) })
 		// The loss curve: a history owned by the job, up to the last step once the history's
 		// next write is due (at most one per --status-server-history-interval, 10 s).
 		h := &kiln.TrainJobMetrics{}

@@ -325,6 +325,27 @@ func followLogs(ctx context.Context, ns, pod string) *logStream {
 	return l
 }
 
+// jobLogs is every container log of TrainJob ns/name's pods as the kubelet still serves it,
+// each under its pod's name: for a failure's message (what the trainers printed, warnings of
+// kiln.progress included), never asserted on.
+func jobLogs(ns, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name}); err != nil {
+		return "listing the pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		out, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			out = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, "--- pod %s (%s):\n%s\n", p.Name, p.Status.Phase, out)
+	}
+	return b.String()
+}
+
 // waitConditionWithin waits at most timeout for the TrainJob's condition, and no longer
 // once the job failed.
 func waitConditionWithin(ctx context.Context, timeout time.Duration, ns, name, t string, s metav1.ConditionStatus, reason string) *trainer.TrainJob {
