@@ -9,9 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
@@ -81,5 +84,58 @@ func TestHistoryBudgetNeverDelaysStatus(t *testing.T) {
 	w.flushAll()
 	if got := histories(); got != jobs {
 		t.Fatalf("after the flush, %d histories, want %d", got, jobs)
+	}
+}
+
+// A report that arrives while the job's previous status is being written is written after
+// it: the newest report is the stored one, whatever the timing (the last word of a trainer
+// that posts once more before it exits).
+func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := kiln.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}
+	key := client.ObjectKeyFromObject(tj)
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	writes := 0
+	base := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&trainer.TrainJob{}).WithObjects(tj).Build()
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			if writes == 1 {
+				close(inFlight)
+				<-release
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	w := newWriter(c, clock.RealClock{}, WriterOptions{StatusInterval: 50 * time.Millisecond, HistoryInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	w.add(key, status(time.Now(), kiln.MetricStep, "40"))
+	<-inFlight
+	w.add(key, status(time.Now(), "raw", "kubeflow-sdk"))
+	close(release)
+	deadline := time.After(wait.ForeverTestTimeout)
+	for {
+		got := &trainer.TrainJob{}
+		if err := base.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		if ts := got.Status.TrainerStatus; ts != nil && len(ts.Metrics) > 0 && ts.Metrics[0].Name == "raw" {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the newest report was not written: status %+v", got.Status.TrainerStatus)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
