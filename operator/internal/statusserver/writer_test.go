@@ -23,13 +23,7 @@ import (
 // Under the history budget, every job's status is still written at its interval, while the
 // histories take turns: HistoryQPS of them a second, none lost, every one written in time.
 func TestHistoryBudgetNeverDelaysStatus(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := trainer.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := kiln.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	const jobs = 10
 	var objs []client.Object
 	var keys []types.NamespacedName
@@ -91,13 +85,7 @@ func TestHistoryBudgetNeverDelaysStatus(t *testing.T) {
 // it: the newest report is the stored one, whatever the timing (the last word of a trainer
 // that posts once more before it exits).
 func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := trainer.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := kiln.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}
 	key := client.ObjectKeyFromObject(tj)
 	inFlight, release := make(chan struct{}), make(chan struct{})
@@ -138,4 +126,17 @@ func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// testScheme knows TrainJobs and TrainJobMetrics, what the writer writes.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := trainer.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := kiln.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
 }
