@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,9 +43,12 @@ type runResult struct {
 	// controllers' client budget.
 	Limit time.Duration
 	// IdleWebhook is the time in the controller's webhooks per create, and IdleCreate each
-	// create call's duration, of TrainJobs created one at a time on an idle platform.
-	IdleWebhook time.Duration
-	IdleCreate  []time.Duration
+	// create call's duration, of TrainJobs created one at a time on an idle platform: each
+	// once the controller and the platform are done with the one before (its JobSet exists,
+	// then idleSettle). SeqWebhook and SeqCreate are the same for TrainJobs created one after
+	// another, each while the controller still acts on the ones before.
+	IdleWebhook, SeqWebhook time.Duration
+	IdleCreate, SeqCreate   []time.Duration
 	// DeadlineLag: due instant to Failed/DeadlineExceeded seen, per TrainJob;
 	// DeadlineMissed: those that never failed; Recreated: JobSets created again after the
 	// deadline deleted them.
@@ -186,36 +190,44 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
-// idleCreates is how many TrainJobs idleAdmission creates, one at a time.
+// idleCreates is how many TrainJobs idleAdmission creates in each of its two ways.
 const idleCreates = 50
 
-// idleAdmission creates suspended TrainJobs one at a time before the throughput scenario,
-// on a platform with nothing else to do (the Kueue scenario before it has finished): the time the apiserver spends in the controller's webhooks per create is then what
-// one kubectl apply pays. The throughput scenario's figure adds the wait for CPU on a
+// idleSettle is how long idleAdmission waits after a TrainJob's JobSet appeared before it
+// creates the next TrainJob: long enough for JobSet and the Job controller to create its
+// suspended Jobs (tens of milliseconds on an idle platform).
+const idleSettle = 300 * time.Millisecond
+
+// idleAdmission times admission before the throughput scenario, on a platform with nothing
+// else to do (the Kueue scenario before it has finished), two ways. Idle: suspended TrainJobs
+// created one at a time, each once the controller has created the previous one's JobSet and
+// the platform has settled: what one kubectl apply pays. One after another: the next create
+// as soon as the previous returns, so that each competes for the two cores with the
+// controller's and the platform's work on the previous ones (a controller that reacts sooner
+// has more of it in the window). The throughput scenario's figure adds the wait for CPU on a
 // platform that creates 1,000 jobs' JobSets, Jobs and pods meanwhile.
 func idleAdmission(ctx context.Context, e *env, r *runResult) error {
 	const ns = "bench-admission"
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
-	secs0, calls0, err := webhookSeconds(ctx, e.cfg)
+	var err error
+	r.IdleWebhook, r.IdleCreate, err = timeCreates(ctx, e, ns, "idle", func(name string) error {
+		return waitFor(ctx, 30*time.Second, "the JobSet of TrainJob "+name, func() (bool, string) {
+			_, ok := e.tracker.at(e.tracker.jobSetSeen, types.NamespacedName{Namespace: ns, Name: name})
+			return ok, "not seen yet"
+		})
+	})
 	if err != nil {
 		return err
 	}
-	for i := range idleCreates {
-		start := time.Now()
-		if err := e.c.Create(ctx, benchJob(ns, fmt.Sprintf("tj-%03d", i), true, "")); err != nil {
-			return fmt.Errorf("creating TrainJob %d of the idle admission: %w", i, err)
-		}
-		r.IdleCreate = append(r.IdleCreate, time.Since(start))
-	}
-	secs1, calls1, err := webhookSeconds(ctx, e.cfg)
-	if err != nil {
-		return err
-	}
-	r.IdleWebhook = time.Duration((secs1 - secs0) / idleCreates * float64(time.Second))
-	e.logf("idle admission: webhooks took %s per create (%v calls), create p50 %s", r.IdleWebhook.Round(100*time.Microsecond), calls1-calls0,
+	e.logf("idle admission: webhooks took %s per create, create p50 %s", r.IdleWebhook.Round(100*time.Microsecond),
 		stats.Percentile(r.IdleCreate, 50).Round(100*time.Microsecond))
+	if r.SeqWebhook, r.SeqCreate, err = timeCreates(ctx, e, ns, "seq", nil); err != nil {
+		return err
+	}
+	e.logf("admission one after another: webhooks took %s per create, create p50 %s", r.SeqWebhook.Round(100*time.Microsecond),
+		stats.Percentile(r.SeqCreate, 50).Round(100*time.Microsecond))
 	// Gone before the throughput scenario starts.
 	if err := e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
@@ -224,6 +236,43 @@ func idleAdmission(ctx context.Context, e *env, r *runResult) error {
 		err := e.c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
+}
+
+// timeCreates creates idleCreates suspended TrainJobs named prefix-NNN in namespace ns, one
+// at a time, calling settled (when not nil) after each create and waiting idleSettle more
+// before the next. It returns the time the apiserver spent in the controller's webhooks per
+// create and each create call's duration.
+func timeCreates(ctx context.Context, e *env, ns, prefix string, settled func(name string) error) (time.Duration, []time.Duration, error) {
+	secs0, _, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	var took []time.Duration
+	for i := range idleCreates {
+		name := fmt.Sprintf("%s-%03d", prefix, i)
+		start := time.Now()
+		if err := e.c.Create(ctx, benchJob(ns, name, true, "")); err != nil {
+			return 0, nil, fmt.Errorf("creating TrainJob %s of the admission scenario: %w", name, err)
+		}
+		took = append(took, time.Since(start))
+		if settled == nil {
+			continue
+		}
+		if err := settled(name); err != nil {
+			return 0, nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(idleSettle):
+		}
+	}
+	// Only the webhooks' time of the creates above: the settling adds no call of theirs.
+	secs1, _, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	return time.Duration((secs1 - secs0) / idleCreates * float64(time.Second)), took, nil
 }
 
 // allJobSets waits until n JobSets of namespace ns have been seen, and says when the last
