@@ -296,16 +296,21 @@ func (r *Reconciler) read(ctx context.Context, pod *corev1.Pod, container string
 }
 
 // readTail reads r to its end, keeping at most the last keep bytes (and at times up to
-// twice that, to copy seldom).
+// twice that, to copy seldom). Its buffer starts small and grows with what is read: most
+// logs are short, and when a thousand deadlines fall due together a thousand pods' logs are
+// read at once (a buffer of 96 KiB each was a third of the operator's allocations then).
 func readTail(r io.Reader, keep int) ([]byte, error) {
-	buf := make([]byte, 0, 64<<10)
-	chunk := make([]byte, 32<<10)
+	buf := make([]byte, 0, min(readTailStart, 2*keep))
 	for {
-		n, err := r.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		if len(buf) > 2*keep {
-			buf = append(make([]byte, 0, 2*keep), buf[len(buf)-keep:]...)
+		if len(buf) == cap(buf) {
+			if len(buf) >= 2*keep {
+				buf = append(make([]byte, 0, 2*keep), buf[len(buf)-keep:]...)
+			} else {
+				buf = slices.Grow(buf, min(len(buf), 2*keep-len(buf)))
+			}
 		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
 		if errors.Is(err, io.EOF) {
 			return buf, nil
 		}
@@ -314,6 +319,9 @@ func readTail(r io.Reader, keep int) ([]byte, error) {
 		}
 	}
 }
+
+// readTailStart is the size readTail's buffer starts at.
+const readTailStart = 4 << 10
 
 // prune deletes the kept logs of the job's attempts older than the newest kiln.AttemptsKept
 // (an attempt is JobSet's restart attempt; Kiln's own restart of a stalled job keeps it).

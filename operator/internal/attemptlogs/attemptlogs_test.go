@@ -3,9 +3,11 @@ package attemptlogs
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +94,31 @@ func TestReadTailKeepsTheEnd(t *testing.T) {
 	}
 	if len(got) < 1000 || len(got) > 2000 || !strings.HasSuffix(string(got), "line 199999\n") {
 		t.Errorf("kept %d bytes ending %q", len(got), got[max(0, len(got)-20):])
+	}
+	// Read a byte at a time, the bound holds too, and a log shorter than the bound is kept whole.
+	got, err = readTail(iotest.OneByteReader(strings.NewReader(in.String())), 1000)
+	if err != nil || len(got) < 1000 || len(got) > 2000 || !strings.HasSuffix(string(got), "line 199999\n") {
+		t.Errorf("one byte at a time: kept %d bytes (%v)", len(got), err)
+	}
+	short := strings.Repeat("x", 5000) + "\n"
+	if got, err := readTail(strings.NewReader(short), 1<<20); err != nil || string(got) != short {
+		t.Errorf("a short log: kept %d of %d bytes (%v)", len(got), len(short), err)
+	}
+}
+
+// A short log costs a small buffer: a thousand pods deleted at once read their logs together.
+func TestReadTailOfAShortLogAllocatesLittle(t *testing.T) {
+	line := "training step 1\n"
+	var ms0, ms1 goruntime.MemStats
+	goruntime.ReadMemStats(&ms0)
+	for range 100 {
+		if _, err := readTail(strings.NewReader(line), 4<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goruntime.ReadMemStats(&ms1)
+	if per := (ms1.TotalAlloc - ms0.TotalAlloc) / 100; per > 8<<10 {
+		t.Errorf("reading a %d-byte log allocated %d bytes", len(line), per)
 	}
 }
 
