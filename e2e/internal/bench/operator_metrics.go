@@ -192,14 +192,14 @@ func atMost(s float64) string {
 }
 
 // operatorViewOfDeadlines reads Kiln's operator's metrics a second before the first
-// deadline of namespace ns falls due; the function it returns reads them again once they
-// fired and logs the operator's own
-// account of them (operatorView), so that the bench's figure, which includes the watch's
+// deadline of namespace ns falls due; the functions it returns read them again, once the
+// deadlines fired and once the TTLs did, and log the operator's own account of them
+// (operatorView, operatorViewOfTTLs), so that the bench's figures, which include the watch's
 // delivery to the bench, can be told from the operator's part. Upstream's controller has no
-// such metric. A reading that fails is logged, not fatal: the figure is for diagnosis.
-func (e *env) operatorViewOfDeadlines(ctx context.Context, ns string) func() {
+// such metric. A reading that fails is logged, not fatal: the figures are for diagnosis.
+func (e *env) operatorViewOfDeadlines(ctx context.Context, ns string) (deadlines, ttls func()) {
 	if e.p.Trainer != platform.TrainerKiln {
-		return func() {}
+		return func() {}, func() {}
 	}
 	if first := e.tracker.earliest(e.tracker.deadlineDue, ns); !first.IsZero() {
 		select {
@@ -210,16 +210,26 @@ func (e *env) operatorViewOfDeadlines(ctx context.Context, ns string) func() {
 	before, err := e.operatorMetrics(ctx)
 	if err != nil {
 		e.logf("deadline: the operator's view: %v", err)
-		return func() {}
+		return func() {}, func() {}
 	}
-	return func() {
-		after, err := e.operatorMetrics(ctx)
-		if err != nil {
-			e.logf("deadline: the operator's view: %v", err)
-			return
+	view := func(what string, account func(before, after string) string) func() {
+		return func() {
+			after, err := e.operatorMetrics(ctx)
+			if err != nil {
+				e.logf("%s: the operator's view: %v", what, err)
+				return
+			}
+			e.logf("%s, the operator's view: %s", what, account(before, after))
 		}
-		e.logf("deadline, the operator's view: %s", operatorView(before, after))
 	}
+	return view("deadline", operatorView), view("TTL", operatorViewOfTTLs)
+}
+
+// operatorViewOfTTLs is the operator's own account of the TTLs that fell due between two
+// readings of its metrics: how late it issued each deletion.
+func operatorViewOfTTLs(before, after string) string {
+	lag := parseHistogram(after, "kiln_trainjob_timer_lag_seconds", `timer="ttl"`).minus(parseHistogram(before, "kiln_trainjob_timer_lag_seconds", `timer="ttl"`))
+	return fmt.Sprintf("deletion issued p50 %s, p99 %s after due (%.0f TTLs)", atMost(lag.quantile(0.5)), atMost(lag.quantile(0.99)), lag.count())
 }
 
 // operatorView is the operator's own account of the deadline scenario's timers, from the

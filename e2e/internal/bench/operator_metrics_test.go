@@ -69,3 +69,20 @@ func TestOperatorViewNamesEachPart(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorViewOfTTLsCountsOnlyTheTTLsBetweenTheReadings(t *testing.T) {
+	after := metricsAfter + `kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="0.25"} 27
+kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="0.5"} 46
+kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="1"} 47
+kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="+Inf"} 47
+`
+	after = strings.NewReplacer( // the TTL buckets of metricsAfter are this reading's
+		`kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="0.25"} 7`+"\n", "",
+		`kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="0.5"} 7`+"\n", "",
+		`kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="1"} 7`+"\n", "",
+		`kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="+Inf"} 7`+"\n", "").Replace(after)
+	// 40 more TTLs: 20 within 0.25 s, 19 more within 0.5 s, 1 within 1 s.
+	if got, want := operatorViewOfTTLs(metricsBefore, after), "deletion issued p50 ≤ 0.25 s, p99 ≤ 1 s after due (40 TTLs)"; got != want {
+		t.Errorf("operatorViewOfTTLs = %q, want %q", got, want)
+	}
+}

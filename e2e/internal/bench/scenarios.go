@@ -372,7 +372,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.AllJobSets = last.Sub(start)
 	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
-	view := e.operatorViewOfDeadlines(ctx, ns)
+	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx, ns)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -381,7 +381,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		e.logf("deadline: %v", err)
 	}
-	view()
+	deadlineView()
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2
@@ -395,6 +395,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 			e.logf("TTL: %v", err)
 		}
 		e.logf("TTL: %d deleted (%d missed), p50 %s, p99 %s", len(r.TTLLag), r.TTLMissed, stats.Percentile(r.TTLLag, 50), stats.Percentile(r.TTLLag, 99))
+		ttlView()
 	}
 	// Give a controller that recreates deleted JobSets the time to show it.
 	time.Sleep(time.Until(lastDeadline.Add(10 * time.Second)))
