@@ -126,6 +126,9 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, job types.
 }
 
 func (a *Authenticator) review(ctx context.Context, token string, claims tokenClaims, job types.NamespacedName) *authError {
+	// Bounded: the trainer's post waits for this review.
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	audience := trainer.TokenAudience(job.Namespace, job.Name)
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := a.client.Create(ctx, tr); err != nil {

@@ -3,6 +3,7 @@ package statusserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,7 +43,15 @@ type WriterOptions struct {
 	HistoryQPS float64
 	// Workers write in parallel; the client's own rate limit bounds them together.
 	Workers int
+	// RequestTimeout bounds each write (0: requestTimeout). A write the apiserver never
+	// answers (a stream it dropped, a connection gone silent) would otherwise hold the job's
+	// key in the work queue, and with it every later report of the job, until the connection's
+	// health check gives up on it; timed out, it is retried as any failed write.
+	RequestTimeout time.Duration
 }
+
+// requestTimeout bounds each call the status server makes to the Kubernetes API.
+const requestTimeout = 10 * time.Second
 
 func (o *WriterOptions) defaults() {
 	if o.StatusInterval <= 0 {
@@ -53,6 +62,9 @@ func (o *WriterOptions) defaults() {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = requestTimeout
 	}
 }
 
@@ -222,6 +234,9 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 
 	if statusDue {
 		uid, err := w.writeStatus(ctx, job, ts)
+		if errors.Is(err, context.DeadlineExceeded) {
+			log.Info("Writing the trainer status took longer than its timeout; retrying", "timeout", w.opts.RequestTimeout)
+		}
 		w.mu.Lock()
 		switch {
 		case apierrors.IsNotFound(err):
@@ -297,6 +312,8 @@ func (w *writer) writeStatus(ctx context.Context, job types.NamespacedName, ts *
 		return "", err
 	}
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	defer cancel()
 	err = w.client.Status().Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
 	return tj.UID, err
 }
@@ -305,6 +322,9 @@ func (w *writer) writeStatus(ctx context.Context, job types.NamespacedName, ts *
 // creating it (owned by the TrainJob) on the first write, reading it again on a conflict
 // (another replica of the operator wrote it too).
 func (w *writer) writeHistory(ctx context.Context, job types.NamespacedName, p *pending) error {
+	// Its few calls together, bounded as one write is.
+	ctx, cancel := context.WithTimeout(ctx, 2*w.opts.RequestTimeout)
+	defer cancel()
 	w.mu.Lock()
 	reports := p.reports
 	p.reports = nil

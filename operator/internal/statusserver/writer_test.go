@@ -3,6 +3,7 @@ package statusserver
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +124,54 @@ func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
 		select {
 		case <-deadline:
 			t.Fatalf("the newest report was not written: status %+v", got.Status.TrainerStatus)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// A write the apiserver never answers times out and is retried: the job's later reports are
+// not held behind it (a CI run saw a job's stored status stay 24 steps behind its trainer for
+// over 30 s, every later report accepted).
+func TestAWriteNeverAnsweredIsRetried(t *testing.T) {
+	scheme := testScheme(t)
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}
+	key := client.ObjectKeyFromObject(tj)
+	var mu sync.Mutex
+	writes := 0
+	base := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&trainer.TrainJob{}).WithObjects(tj).Build()
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			mu.Lock()
+			writes++
+			first := writes == 1
+			mu.Unlock()
+			if first {
+				<-ctx.Done() // never answered: only its deadline ends it
+				return ctx.Err()
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	w := newWriter(c, clock.RealClock{}, WriterOptions{StatusInterval: 50 * time.Millisecond, HistoryInterval: time.Hour, RequestTimeout: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	w.add(key, status(time.Now(), kiln.MetricStep, "16"))
+	w.add(key, status(time.Now(), kiln.MetricStep, "40"))
+	deadline := time.After(wait.ForeverTestTimeout)
+	for {
+		got := &trainer.TrainJob{}
+		if err := base.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		if ts := got.Status.TrainerStatus; ts != nil && len(ts.Metrics) > 0 && ts.Metrics[0].Value == "40" {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the report was not written after a write that was never answered: status %+v", got.Status.TrainerStatus)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
