@@ -112,21 +112,7 @@ func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
 	<-inFlight
 	w.add(key, status(time.Now(), "raw", "kubeflow-sdk"))
 	close(release)
-	deadline := time.After(wait.ForeverTestTimeout)
-	for {
-		got := &trainer.TrainJob{}
-		if err := base.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		if ts := got.Status.TrainerStatus; ts != nil && len(ts.Metrics) > 0 && ts.Metrics[0].Name == "raw" {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("the newest report was not written: status %+v", got.Status.TrainerStatus)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitForStored(ctx, t, base, key, "the newest report was not written", func(first trainer.Metric) bool { return first.Name == "raw" })
 }
 
 // A write the apiserver never answers times out and is retried: the job's later reports are
@@ -160,18 +146,25 @@ func TestAWriteNeverAnsweredIsRetried(t *testing.T) {
 
 	w.add(key, status(time.Now(), kiln.MetricStep, "16"))
 	w.add(key, status(time.Now(), kiln.MetricStep, "40"))
+	waitForStored(ctx, t, base, key, "the report was not written after a write that was never answered", func(first trainer.Metric) bool { return first.Value == "40" })
+}
+
+// waitForStored waits until the stored trainerStatus of key has a first metric that stored
+// accepts; past wait.ForeverTestTimeout it fails with what (and the status stored).
+func waitForStored(ctx context.Context, t *testing.T, c client.Client, key types.NamespacedName, what string, stored func(first trainer.Metric) bool) {
+	t.Helper()
 	deadline := time.After(wait.ForeverTestTimeout)
 	for {
 		got := &trainer.TrainJob{}
-		if err := base.Get(ctx, key, got); err != nil {
+		if err := c.Get(ctx, key, got); err != nil {
 			t.Fatal(err)
 		}
-		if ts := got.Status.TrainerStatus; ts != nil && len(ts.Metrics) > 0 && ts.Metrics[0].Value == "40" {
+		if ts := got.Status.TrainerStatus; ts != nil && len(ts.Metrics) > 0 && stored(ts.Metrics[0]) {
 			return
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("the report was not written after a write that was never answered: status %+v", got.Status.TrainerStatus)
+			t.Fatalf("%s: status %+v", what, got.Status.TrainerStatus)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
