@@ -111,7 +111,7 @@ func SortedAfter[T any, PT interface {
 			i = max(lo, firstWhere(names[:hi], func(o objectName) bool { return compareName(o, from) > 0 }))
 		}
 		var recent []PT
-		pend := pending[T, PT](r, namespace, selector)
+		pend, gone := pending[T, PT](r, namespace, selector)
 		for k := range pend {
 			if obj := PT(&pend[k]); isAfter(objectName{obj.GetNamespace(), obj.GetName()}) {
 				recent = append(recent, obj)
@@ -124,7 +124,7 @@ func SortedAfter[T any, PT interface {
 				return nil
 			}
 			obj, ok := item.(PT)
-			if !ok || selector != nil && !selector.Empty() && !selector.Matches(labels.Set(obj.GetLabels())) {
+			if !ok || gone[obj.GetUID()] || selector != nil && !selector.Empty() && !selector.Matches(labels.Set(obj.GetLabels())) {
 				return nil
 			}
 			return obj

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -27,7 +28,10 @@ import (
 // It holds too the versions of objects that this server read from Kubernetes before its
 // cache had them (the events of a watch, which streams from Kubernetes as the caller),
 // until the cache reaches that version: a client that watched a job complete and then
-// lists or gets it sees it complete, not the cache's older copy.
+// lists or gets it sees it complete, not the cache's older copy. And the deletions a watch
+// delivered (tombstones), until the cache deletes the object too: a client that watched a
+// job go (a TTL's deletion) and then gets it is told it is not found, not shown the cache's
+// copy.
 //
 // Across replicas of the server a list is as fresh as that replica's cache.
 type Recent struct {
@@ -46,6 +50,13 @@ type recentKey struct {
 type recentEntry struct {
 	obj client.Object
 	at  time.Time
+	// gone says obj was deleted (a watch's event) and the cache may not know yet.
+	gone bool
+}
+
+// tombstoneOf says whether e is the deletion of obj (the same object, by UID).
+func (e recentEntry) tombstoneOf(obj client.Object) bool {
+	return e.gone && e.obj.GetUID() == obj.GetUID()
 }
 
 // recentTTL bounds how long an entry waits for its cache: an object created and deleted
@@ -78,11 +89,33 @@ func (r *Recent) Observed(obj client.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := keyOf(obj)
-	if e, ok := r.m[k]; ok && e.obj.GetUID() == obj.GetUID() && !Newer(obj, e.obj) {
+	if e, ok := r.m[k]; ok && e.obj.GetUID() == obj.GetUID() && (e.gone || !Newer(obj, e.obj)) {
 		return
 	}
 	r.m[k] = recentEntry{obj: obj.DeepCopyObject().(client.Object), at: now}
 	r.prune(now)
+}
+
+// Gone records the deletion of obj that a watch delivered: until the cache deletes it too,
+// gets find it gone (IsGone) and lists leave it out. A deletion older than the entry of
+// another object of the name (created since) changes nothing.
+func (r *Recent) Gone(obj client.Object) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := keyOf(obj)
+	if e, ok := r.m[k]; ok && e.obj.GetUID() != obj.GetUID() && olderThan(obj, e.obj) {
+		return
+	}
+	r.m[k] = recentEntry{obj: obj.DeepCopyObject().(client.Object), at: now, gone: true}
+	r.prune(now)
+}
+
+// olderThan says whether a's version is older than b's (of any object: resourceVersions
+// order every write of the apiserver); false when they do not compare.
+func olderThan(a, b client.Object) bool {
+	c, err := resourceversion.CompareResourceVersion(a.GetResourceVersion(), b.GetResourceVersion())
+	return err == nil && c < 0
 }
 
 // prune drops the entries older than recentTTL, at most once a second.
@@ -114,11 +147,20 @@ func Latest[T any, PT interface {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[keyOf(obj)]
-	if !ok || !Newer(e.obj, obj) {
+	if !ok || e.gone || !Newer(e.obj, obj) {
 		return nil, false
 	}
 	latest, ok := e.obj.DeepCopyObject().(PT)
 	return latest, ok
+}
+
+// IsGone says whether a watch of this server delivered the deletion of obj (the cache's
+// copy, which it may still hold).
+func (r *Recent) IsGone(obj client.Object) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[keyOf(obj)]
+	return ok && e.tombstoneOf(obj)
 }
 
 // Forget drops obj's entry (deleted by this server).
@@ -129,10 +171,17 @@ func (r *Recent) Forget(obj client.Object) {
 }
 
 // seen drops the entry of obj's name once the cache adds an object of that name: the one
-// this server created, or one created after it.
+// this server created, or one created after it; not the tombstone of the object added (the
+// cache is behind the watch that saw it deleted).
 func (r *Recent) seen(obj any) {
-	if o, ok := obj.(client.Object); ok {
-		r.Forget(o)
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.m[keyOf(o)]; ok && !e.tombstoneOf(o) {
+		delete(r.m, keyOf(o))
 	}
 }
 
@@ -145,12 +194,12 @@ func (r *Recent) caughtUp(obj any) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.m[keyOf(o)]; ok && e.obj.GetUID() == o.GetUID() && !Newer(e.obj, o) {
+	if e, ok := r.m[keyOf(o)]; ok && !e.gone && e.obj.GetUID() == o.GetUID() && !Newer(e.obj, o) {
 		delete(r.m, keyOf(o))
 	}
 }
 
-// Deleted drops the entry of obj, deleted (a watch's event, the cache's deletion or its
+// Deleted drops the entry of obj, deleted from the cache (the informer's deletion or its
 // tombstone), unless it is of another object of that name (created after it).
 func (r *Recent) Deleted(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -178,17 +227,27 @@ func (r *Recent) watch(informer cache.Informer) error {
 	return err
 }
 
-// pending returns the entries of kind T in namespace ("" for all) matching selector.
+// pending returns the entries of kind T in namespace ("" for all) matching selector, and
+// the UIDs of those a watch saw deleted (tombstones: nil when there are none), for lists to
+// leave out.
 func pending[T any, PT interface {
 	*T
 	client.Object
-}](r *Recent, namespace string, selector labels.Selector) []T {
+}](r *Recent, namespace string, selector labels.Selector) ([]T, map[types.UID]bool) {
 	kind := reflect.TypeFor[T]()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []T
+	var gone map[types.UID]bool
 	for k, e := range r.m {
 		if k.kind != kind || (namespace != "" && k.namespace != namespace) {
+			continue
+		}
+		if e.gone {
+			if gone == nil {
+				gone = map[types.UID]bool{}
+			}
+			gone[e.obj.GetUID()] = true
 			continue
 		}
 		if selector != nil && !selector.Matches(labels.Set(e.obj.GetLabels())) {
@@ -196,7 +255,7 @@ func pending[T any, PT interface {
 		}
 		out = append(out, *any(e.obj).(PT))
 	}
-	return out
+	return out, gone
 }
 
 // SortedWithRecent sorts items (the objects of kind T in the cache, in namespace, "" for
@@ -209,7 +268,10 @@ func SortedWithRecent[T any, PT interface {
 	client.Object
 }](r *Recent, items []PT, namespace string, selector labels.Selector) []PT {
 	byName := func(a, b PT) int { return CompareNames(a, b.GetNamespace(), b.GetName()) }
-	recent := pending[T, PT](r, namespace, selector)
+	recent, gone := pending[T, PT](r, namespace, selector)
+	if gone != nil {
+		items = slices.DeleteFunc(items, func(obj PT) bool { return gone[obj.GetUID()] })
+	}
 	slices.SortFunc(items, byName)
 	for i := range recent {
 		obj := PT(&recent[i])

@@ -196,6 +196,10 @@ func (s *TrainJobs) get(ctx context.Context, namespace, name string) (*trainer.T
 	if err != nil {
 		return nil, toConnect(what, err)
 	}
+	// Deleted, as a watch of this server saw, though its cache may still hold it.
+	if s.kube.Recent.IsGone(tj) {
+		return nil, toConnect(what, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+	}
 	// A newer version a watch of this server delivered than the cache has yet.
 	if latest, ok := kube.Latest(s.kube.Recent, tj); ok {
 		return latest, nil

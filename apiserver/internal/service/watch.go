@@ -145,10 +145,10 @@ func (w *watcher) forward(ctx context.Context, kw watch.Interface, rv string, ti
 				continue
 			}
 			rv = tj.ResourceVersion
-			// Lists and gets of this server show this version from now on, though its cache
-			// may not have it yet.
+			// Lists and gets of this server show this version (or the deletion) from now on,
+			// though its cache may not have it yet.
 			if ev.Type == watch.Deleted {
-				w.s.kube.Recent.Deleted(tj)
+				w.s.kube.Recent.Gone(tj)
 			} else {
 				w.s.kube.Recent.Observed(tj)
 			}
