@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	uberzap "go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,7 @@ import (
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/eventrecorder"
+	"github.com/kiln-ml/kiln/operator/internal/logging"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
 	"github.com/kiln-ml/kiln/operator/internal/metricsauth"
 	"github.com/kiln-ml/kiln/operator/internal/render"
@@ -138,6 +140,8 @@ func main() {
 		fmt.Println(version.Version)
 		return
 	}
+	// Fields given to a logger are encoded when it writes: most reconciles write nothing.
+	zapOpts.ZapOpts = append(zapOpts.ZapOpts, uberzap.WrapCore(logging.Lazy))
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if flag.NArg() > 0 {
 		// A value with a comma written in a YAML flow list ends up here, silently ignored.
