@@ -104,7 +104,9 @@ func progressSpecs() {
 			g.Expect(got.Status.TrainerStatus).NotTo(BeNil())
 			g.Expect(got.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: "raw", Value: "kubeflow-sdk"}))
 			g.Expect(*got.Status.TrainerStatus.ProgressPercentage).To(BeEquivalentTo(100))
-		}).WithTimeout(30*time.Second).Should(Succeed(), func() string { return "the trainers' logs:\n" + jobLogs(ns, tj.Name) })
+		}).WithTimeout(30*time.Second).Should(Succeed(), func() string {
+			return "the trainers' logs:\n" + jobLogs(ns, tj.Name) + "\n" + operatorLogAbout(ns)
+		})
 		// The loss curve: a history owned by the job, up to the last step once the history's
 		// next write is due (at most one per --status-server-history-interval, 10 s).
 		h := &kiln.TrainJobMetrics{}

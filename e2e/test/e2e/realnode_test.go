@@ -346,6 +346,29 @@ func jobLogs(ns, name string) string {
 	return b.String()
 }
 
+// operatorLogAbout is what the operator, when it runs as a local process, logged about
+// namespace ns and from its status server: its last 80 such lines, for a failure's message.
+func operatorLogAbout(ns string) string {
+	root := os.Getenv("KILN_ROOT")
+	if root == "" || os.Getenv(platform.EnvInstall) == string(platform.InstallChart) {
+		return "(the operator's log: not a local process here)"
+	}
+	p := &platform.Platform{Config: platform.DefaultConfig(root)}
+	path := p.OperatorProcess().LogFile()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "reading the operator's log: " + err.Error()
+	}
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, ns) || strings.Contains(line, "status-server") || strings.HasPrefix(line, "--- ") {
+			lines = append(lines, line)
+		}
+	}
+	lines = lines[max(0, len(lines)-80):]
+	return fmt.Sprintf("--- %s, its lines about %s and from the status server:\n%s", path, ns, strings.Join(lines, ""))
+}
+
 // waitConditionWithin waits at most timeout for the TrainJob's condition, and no longer
 // once the job failed.
 func waitConditionWithin(ctx context.Context, timeout time.Duration, ns, name, t string, s metav1.ConditionStatus, reason string) *trainer.TrainJob {

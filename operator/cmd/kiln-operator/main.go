@@ -23,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,7 +143,12 @@ func main() {
 	}
 	// Fields given to a logger are encoded when it writes: most reconciles write nothing.
 	zapOpts.ZapOpts = append(zapOpts.ZapOpts, uberzap.WrapCore(logging.Lazy))
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	logger := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(logger)
+	// And klog's: client-go's and the status server's logs (klog.FromContext of a context
+	// without a logger) go through the same logger, at the same verbosity, instead of
+	// klog's own text at its -v (0), which dropped them.
+	klog.SetLogger(logger)
 	if flag.NArg() > 0 {
 		// A value with a comma written in a YAML flow list ends up here, silently ignored.
 		ctrl.Log.Error(nil, "Unexpected arguments: kiln-operator takes flags only (quote a flag value that holds a comma)", "arguments", flag.Args())

@@ -34,6 +34,9 @@ type Process struct {
 
 func (p Process) pidFile() string { return filepath.Join(p.RunDir, p.Name+".pid") }
 
+// maxKeptLog is the size past which a process's log starts over when it is started again.
+const maxKeptLog = 64 << 20
+
 // LogFile is where the process's stdout and stderr go.
 func (p Process) LogFile() string { return filepath.Join(p.LogsDir, p.Name+".log") }
 
@@ -47,11 +50,20 @@ func (p Process) Start() error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	logf, err := os.OpenFile(p.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	// A restart appends: what the process logged before it was killed or stopped (a test
+	// that restarts it, a failure being diagnosed) is kept, up to maxKeptLog.
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if fi, err := os.Stat(p.LogFile()); err == nil && fi.Size() > maxKeptLog {
+		flags |= os.O_TRUNC
+	}
+	logf, err := os.OpenFile(p.LogFile(), flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("opening log of %s: %w", p.Name, err)
 	}
 	defer logf.Close()
+	if fi, err := logf.Stat(); err == nil && fi.Size() > 0 {
+		fmt.Fprintf(logf, "--- %s started again at %s\n", p.Name, time.Now().UTC().Format(time.RFC3339))
+	}
 	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Dir = p.Dir
