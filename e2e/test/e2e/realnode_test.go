@@ -346,21 +346,34 @@ func jobLogs(ns, name string) string {
 	return b.String()
 }
 
-// operatorLogAbout is what the operator, when it runs as a local process, logged about
-// namespace ns and from its status server: its last 80 such lines, for a failure's message.
+// operatorLogAbout is what the operator logged about namespace ns and from its status
+// server (the local process's log, or the chart's pods'): its last 80 such lines, for a
+// failure's message.
 func operatorLogAbout(ns string) string {
 	root := os.Getenv("KILN_ROOT")
-	if root == "" || os.Getenv(platform.EnvInstall) == string(platform.InstallChart) {
-		return "(the operator's log: not a local process here)"
-	}
-	p := &platform.Platform{Config: platform.DefaultConfig(root)}
-	path := p.OperatorProcess().LogFile()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "reading the operator's log: " + err.Error()
+	var path, data string
+	switch {
+	case os.Getenv(platform.EnvInstall) == string(platform.InstallChart):
+		// The chart's operator pods (all of them: a trainer reaches any through the Service).
+		path = "the chart's operator pods"
+		out, err := kubectl("", "-n", platform.APIServerNamespace, "logs", "-l", "app.kubernetes.io/component=operator", "--tail=5000", "--prefix")
+		if err != nil {
+			return "reading the operator's log: " + err.Error() + "\n" + out
+		}
+		data = out
+	case root != "":
+		p := &platform.Platform{Config: platform.DefaultConfig(root)}
+		path = p.OperatorProcess().LogFile()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "reading the operator's log: " + err.Error()
+		}
+		data = string(b)
+	default:
+		return "(the operator's log: KILN_ROOT is not set)"
 	}
 	var lines []string
-	for line := range strings.Lines(string(data)) {
+	for line := range strings.Lines(data) {
 		if strings.Contains(line, ns) || strings.Contains(line, "status-server") || strings.HasPrefix(line, "--- ") {
 			lines = append(lines, line)
 		}
