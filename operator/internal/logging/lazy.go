@@ -16,6 +16,10 @@ import (
 // deadlines falling due put a tenth of the operator's allocations there. What is written
 // is the same, field for field; a field whose value changes after it was given is written
 // as it is then (the operator gives values, names and IDs, that do not change).
+//
+// Not zap's own zapcore.NewLazyWith: its With encodes the fields given before at once, and
+// a reconcile's logger is made by three With calls in a row (controller-runtime's two and
+// Kiln's), so only the last would wait.
 func Lazy(core zapcore.Core) zapcore.Core {
 	return &lazyCore{base: core}
 }
