@@ -154,6 +154,35 @@ func lossAt(log string, rank, n int) float64 {
 	return loss
 }
 
+// jobStory is what a failure message shows of TrainJob ns/name: its pods (attempt, phase,
+// deletion), its restarts and conditions, and the namespace's events.
+func jobStory(ctx context.Context, ns, name string) string {
+	var b strings.Builder
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name}); err != nil {
+		fmt.Fprintf(&b, "listing %s's pods: %v\n", name, err)
+	}
+	fmt.Fprintf(&b, "%s's pods:\n", name)
+	for _, p := range pods.Items {
+		deleted := ""
+		if p.DeletionTimestamp != nil {
+			deleted = " deleted at " + p.DeletionTimestamp.Format(time.TimeOnly)
+		}
+		fmt.Fprintf(&b, "  %s attempt %s %s%s\n", p.Name, p.Labels["jobset.sigs.k8s.io/restart-attempt"], p.Status.Phase, deleted)
+	}
+	tj := &trainer.TrainJob{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj); err != nil {
+		fmt.Fprintf(&b, "getting %s: %v\n", name, err)
+	} else {
+		fmt.Fprintf(&b, "its restarts: %+v\nits conditions:\n", tj.Status.Restarts)
+		for _, c := range tj.Status.Conditions {
+			fmt.Fprintf(&b, "  %s %s %s %s: %s\n", c.LastTransitionTime.Format(time.TimeOnly), c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	fmt.Fprintf(&b, "events of %s:\n%s", ns, eventsOf(ctx, ns))
+	return b.String()
+}
+
 // upTo is 1..n.
 func upTo(n int) []int {
 	out := make([]int, n)
@@ -292,7 +321,7 @@ func faultToleranceSpecs() {
 		waitConditionWithin(ctx, 4*time.Minute, ns, "spot", trainer.TrainJobComplete, metav1.ConditionTrue, "")
 		for rank, p := range second {
 			out, err := kubectl("", "logs", "-n", ns, p.Name)
-			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(err).NotTo(HaveOccurred(), "%s\n%s", out, jobStory(ctx, ns, "spot"))
 			GinkgoWriter.Printf("--- rank %d, second attempt:\n%s", rank, out)
 			Expect(out).To(ContainSubstring(fmt.Sprintf("kiln.checkpoint: resuming from step %d ", stoppedAt)))
 			all := append(trainedSteps(logs[rank].String(), rank), trainedSteps(out, rank)...)
@@ -367,16 +396,10 @@ func faultToleranceSpecs() {
 		second := func(name string) string {
 			pods := &corev1.PodList{}
 			Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name})).To(Succeed())
-			var seen []string
-			for _, p := range pods.Items {
-				seen = append(seen, fmt.Sprintf("%s attempt %s %s", p.Name, p.Labels["jobset.sigs.k8s.io/restart-attempt"], p.Status.Phase))
-			}
 			pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Labels["jobset.sigs.k8s.io/restart-attempt"] != "1" })
-			tj := &trainer.TrainJob{}
-			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)).To(Succeed())
-			Expect(pods.Items).To(HaveLen(1), "%s's pods: %v; its restarts: %+v; events:\n%s", name, seen, tj.Status.Restarts, eventsOf(ctx, ns))
+			Expect(pods.Items).To(HaveLen(1), jobStory(ctx, ns, name))
 			out, err := kubectl("", "logs", "-n", ns, pods.Items[0].Name)
-			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(err).NotTo(HaveOccurred(), "%s\n%s", out, jobStory(ctx, ns, name))
 			return out
 		}
 
