@@ -243,6 +243,7 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 			delete(w.jobs, job)
 			w.mu.Unlock()
 			observeWrite("status", "gone")
+			log.V(2).Info("The TrainJob is gone; its reports are dropped")
 			return
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			// Validated before it was accepted: the CRD must have changed. Nothing to retry.
@@ -266,10 +267,15 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 	}
 	if historyDue {
 		if err := w.writeHistory(ctx, job, p); apierrors.IsNotFound(err) {
-			w.mu.Lock()
-			delete(w.jobs, job)
-			w.mu.Unlock()
 			observeWrite("history", "gone")
+			if w.jobGone(ctx, job, p) {
+				log.V(2).Info("The TrainJob is gone; its reports are dropped")
+				return
+			}
+			// The history, not the job, was gone (deleted, or refused as another's): it
+			// is read and written again, and what waits for it and the status is kept.
+			log.V(2).Info("The metrics history was gone; writing it again", "err", err)
+			w.queue.AddAfter(job, time.Second)
 			return
 		} else if err != nil {
 			observeWrite("history", "error")
@@ -295,6 +301,25 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 	if again >= 0 && !final {
 		w.queue.AddAfter(job, again)
 	}
+}
+
+// jobGone says whether the TrainJob of p is gone (being deleted, or another of its name
+// replaced it), and then forgets it. Otherwise it keeps p, with its history to be read again.
+func (w *writer) jobGone(ctx context.Context, job types.NamespacedName, p *pending) bool {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	defer cancel()
+	tj := &trainer.TrainJob{}
+	err := w.client.Get(ctx, job, tj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if apierrors.IsNotFound(err) || (err == nil && (!tj.DeletionTimestamp.IsZero() || (p.uid != "" && tj.UID != p.uid))) {
+		if w.jobs[job] == p {
+			delete(w.jobs, job)
+		}
+		return true
+	}
+	p.history, p.uid = nil, ""
+	return false
 }
 
 // writeStatus replaces the TrainJob's status.trainerStatus (a merge patch of the status
@@ -379,6 +404,7 @@ func (w *writer) writeHistory(ctx context.Context, job types.NamespacedName, p *
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			loaded = false
 		case apierrors.IsNotFound(err) || isOwnerGone(err):
+			restore()
 			return apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), job.Name)
 		default:
 			restore()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -147,6 +148,77 @@ func TestAWriteNeverAnsweredIsRetried(t *testing.T) {
 	w.add(key, status(time.Now(), kiln.MetricStep, "16"))
 	w.add(key, status(time.Now(), kiln.MetricStep, "40"))
 	waitForStored(ctx, t, base, key, "the report was not written after a write that was never answered", func(first trainer.Metric) bool { return first.Value == "40" })
+}
+
+// A history write that finds its TrainJobMetrics gone, the TrainJob still there, loses
+// nothing: the job's pending status is written at its turn and the history again with every
+// report. Once the TrainJob is gone, its reports are dropped.
+func TestHistoryGoneKeepsTheJobsReports(t *testing.T) {
+	scheme := testScheme(t)
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}
+	key := client.ObjectKeyFromObject(tj)
+	creates := 0
+	base := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&trainer.TrainJob{}).WithObjects(tj).Build()
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*kiln.TrainJobMetrics); ok {
+				if creates++; creates == 1 {
+					return apierrors.NewNotFound(kiln.GroupVersion.WithResource("trainjobmetrics").GroupResource(), obj.GetName())
+				}
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	w := newWriter(c, clk, WriterOptions{StatusInterval: time.Second, HistoryInterval: 10 * time.Second})
+	ctx := context.Background()
+	stored := func() string {
+		got := &trainer.TrainJob{}
+		if err := base.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.TrainerStatus == nil {
+			return ""
+		}
+		return got.Status.TrainerStatus.Metrics[0].Value
+	}
+
+	w.add(key, status(clk.Now(), kiln.MetricStep, "1", "loss", "0.9"))
+	w.write(ctx, key, false) // the status, then a history write that finds it gone
+	if got := stored(); got != "1" {
+		t.Fatalf("stored step %q, want 1", got)
+	}
+	w.add(key, status(clk.Now(), kiln.MetricStep, "2", "loss", "0.8"))
+	clk.Step(time.Second)
+	w.write(ctx, key, false)
+	if got := stored(); got != "2" {
+		t.Fatalf("after the history was found gone, stored step %q, want 2: the job's reports were dropped", got)
+	}
+	h := &kiln.TrainJobMetrics{}
+	if err := base.Get(ctx, key, h); err != nil {
+		t.Fatalf("the history was not written again: %v", err)
+	}
+	if len(h.Series) == 0 || h.Series[0].Count != 2 {
+		t.Fatalf("the history holds %+v, want both reports", h.Series)
+	}
+
+	// The TrainJob gone: its history write fails, and the job is forgotten.
+	if err := base.Delete(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Delete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	creates = 0
+	w.add(key, status(clk.Now(), kiln.MetricStep, "3"))
+	clk.Step(10 * time.Second)
+	w.write(ctx, key, false)
+	w.mu.Lock()
+	_, held := w.jobs[key]
+	w.mu.Unlock()
+	if held {
+		t.Fatal("the reports of a deleted TrainJob are still held")
+	}
 }
 
 // waitForStored waits until the stored trainerStatus of key has a first metric that stored
