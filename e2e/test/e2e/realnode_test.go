@@ -379,7 +379,39 @@ func operatorLogAbout(ns string) string {
 		}
 	}
 	lines = lines[max(0, len(lines)-80):]
-	return fmt.Sprintf("--- %s, its lines about %s and from the status server:\n%s", path, ns, strings.Join(lines, ""))
+	out := fmt.Sprintf("--- %s, its lines about %s and from the status server:\n%s", path, ns, strings.Join(lines, ""))
+	if os.Getenv(platform.EnvInstall) != string(platform.InstallChart) && root != "" {
+		out += statusServerGoroutines(platform.DefaultConfig(root).OperatorPprof)
+	}
+	return out
+}
+
+// statusServerGoroutines is what the operator process's goroutines of the status server are
+// doing (its pprof endpoint, on 127.0.0.1): where a writer waits, when writes stop.
+func statusServerGoroutines(pprofPort int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=1", pprofPort), nil)
+	if err != nil {
+		return "\n(the operator's goroutines: " + err.Error() + ")"
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "\n(the operator's goroutines: " + err.Error() + ")"
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "\n(the operator's goroutines: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	b.WriteString("\n--- the operator's goroutines in the status server:\n")
+	for stack := range strings.SplitSeq(string(body), "\n\n") {
+		if strings.Contains(stack, "/statusserver.") {
+			b.WriteString(stack + "\n\n")
+		}
+	}
+	return b.String()
 }
 
 // waitConditionWithin waits at most timeout for the TrainJob's condition, and no longer
