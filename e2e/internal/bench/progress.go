@@ -171,10 +171,11 @@ func progress(ctx context.Context, e *env) (*progressResult, error) {
 	res.StatusUpdates = seen.updatesUntil(loadEnd)
 
 	// Every job's last accepted step must show, within the writer's bounded lag.
-	last := map[string]int{}
+	last, accepted := map[string]int{}, map[string]int{}
 	for _, r := range reporters {
 		if s := r.lastAccepted(); s > 0 {
 			last[r.job] = s
+			accepted[r.job] = r.accepted()
 		}
 	}
 	_ = waitFor(ctx, 2*time.Minute, "every job's last report in its status", func() (bool, string) {
@@ -207,15 +208,7 @@ func progress(ctx context.Context, e *env) (*progressResult, error) {
 		if err := e.c.List(ctx, histories, client.InNamespace(progressNamespace)); err != nil {
 			return -1
 		}
-		n := 0
-		for _, h := range histories.Items {
-			for _, s := range h.Series {
-				if s.Name == "loss" && last[h.Name] > 0 && s.Count >= int64(last[h.Name]) {
-					n++
-				}
-			}
-		}
-		return n
+		return historiesComplete(histories.Items, accepted)
 	}
 	_ = waitFor(ctx, 5*time.Minute, "every job's history", func() (bool, string) {
 		res.HistoryComplete = complete()
@@ -359,6 +352,32 @@ func (r *reporter) run(ctx context.Context, hc *http.Client, first time.Time, in
 		_ = resp.Body.Close()
 		r.code[i] = resp.StatusCode
 	}
+}
+
+// accepted counts the posts answered 200.
+func (r *reporter) accepted() int {
+	n := 0
+	for _, code := range r.code {
+		if code == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// historiesComplete counts the histories whose loss series holds at least as many reports
+// as their job's trainer had accepted. Not its last accepted step: a report refused on the
+// way (429, 500) is in no history, and a post whose answer was lost may be.
+func historiesComplete(histories []kiln.TrainJobMetrics, accepted map[string]int) int {
+	n := 0
+	for _, h := range histories {
+		for _, s := range h.Series {
+			if s.Name == "loss" && accepted[h.Name] > 0 && s.Count >= int64(accepted[h.Name]) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // lastAccepted is the step of the last post answered 200 (0 if none).
