@@ -202,7 +202,8 @@ func TestHistoryGoneKeepsTheJobsReports(t *testing.T) {
 		t.Fatalf("the history holds %+v, want both reports", h.Series)
 	}
 
-	// The TrainJob gone: its history write fails, and the job is forgotten.
+	// The TrainJob gone: its next write finds it gone (the status write, first) and the job
+	// is forgotten; a history write that found it gone would say the same (jobGone).
 	if err := base.Delete(ctx, tj); err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +219,9 @@ func TestHistoryGoneKeepsTheJobsReports(t *testing.T) {
 	w.mu.Unlock()
 	if held {
 		t.Fatal("the reports of a deleted TrainJob are still held")
+	}
+	if !w.jobGone(ctx, key, &pending{uid: "uid"}) {
+		t.Fatal("jobGone: a deleted TrainJob is not gone")
 	}
 }
 
