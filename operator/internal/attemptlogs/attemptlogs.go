@@ -44,7 +44,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;delete
 
 // HoldAfterGrace is how long past its grace period (its deletionTimestamp) a deleted pod is
 // held for its log: a kubelet that never reports its containers stopped (a node gone) does

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"encoding/json"
-	"unique"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +17,8 @@ import (
 
 // CacheOptions shape the manager's informer cache to what the controller reads, which is
 // most of its memory with thousands of TrainJobs:
-//   - ConfigMaps: only the runtime snapshots (by their label), not every ConfigMap in the
-//     cluster; their contents, the same for all the jobs of a runtime, are stored once.
+//   - ConfigMaps: none (ClientOptions). The controller keeps the runtime snapshots it
+//     needs decoded, one copy per distinct content (runtime_snapshot.go).
 //   - JobSets: no pod templates. The controller reads a JobSet's owner, suspension and
 //     status; it writes JobSets by server-side apply from its own rendering, never from
 //     the cache.
@@ -32,10 +31,6 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {
-				Label:     labels.SelectorFromSet(labels.Set{trainer.LabelRuntimeSnapshot: "true"}),
-				Transform: chain(cache.TransformStripManagedFields(), internSnapshot),
-			},
 			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripPodTemplates)},
 			&trainer.TrainJob{}:      {Transform: keepSuspendOwners},
 			// Only the pods whose logs are kept (attemptlogs), and of them what it reads.
@@ -59,10 +54,12 @@ func stripPodSpec(obj any) (any, error) {
 	return obj, nil
 }
 
-// ClientOptions keep Secrets out of the cache: the controller reads one only when it
-// creates an MPI job's SSH key, and caching would hold every Secret of the cluster.
+// ClientOptions keep Secrets and ConfigMaps out of the cache: a read of one through the
+// manager's client would start an informer holding every one of the cluster. The
+// controller reads a Secret only when it creates an MPI job's SSH key, and ConfigMaps not
+// at all (the runtime snapshots are listed once, runtime_snapshot.go; kept logs are read live).
 func ClientOptions() client.Options {
-	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
 }
 
 func chain(fs ...func(any) (any, error)) func(any) (any, error) {
@@ -75,16 +72,6 @@ func chain(fs ...func(any) (any, error)) func(any) (any, error) {
 		}
 		return obj, nil
 	}
-}
-
-// internSnapshot stores each distinct snapshot content once, however many ConfigMaps hold it.
-func internSnapshot(obj any) (any, error) {
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		for k, v := range cm.Data {
-			cm.Data[k] = unique.Make(v).Value()
-		}
-	}
-	return obj, nil
 }
 
 func stripPodTemplates(obj any) (any, error) {

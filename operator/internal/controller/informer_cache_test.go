@@ -2,7 +2,6 @@ package controller
 
 import (
 	"testing"
-	"unsafe"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,18 +65,18 @@ func TestStripPodTemplates(t *testing.T) {
 	}
 }
 
-func TestInternSnapshot(t *testing.T) {
-	data := func() string { return string([]byte("kind: ClusterTrainingRuntime\nname: torch\n")) }
-	a := &corev1.ConfigMap{Data: map[string]string{trainer.RuntimeSnapshotKey: data()}}
-	b := &corev1.ConfigMap{Data: map[string]string{trainer.RuntimeSnapshotKey: data()}}
-	if _, err := internSnapshot(a); err != nil {
-		t.Fatal(err)
+func TestNoConfigMapsCached(t *testing.T) {
+	for obj := range CacheOptions().ByObject {
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			t.Fatal("the cache holds ConfigMaps")
+		}
 	}
-	if _, err := internSnapshot(b); err != nil {
-		t.Fatal(err)
+	disabled := false
+	for _, obj := range ClientOptions().Cache.DisableFor {
+		_, ok := obj.(*corev1.ConfigMap)
+		disabled = disabled || ok
 	}
-	sa, sb := a.Data[trainer.RuntimeSnapshotKey], b.Data[trainer.RuntimeSnapshotKey]
-	if sa != data() || unsafe.StringData(sa) != unsafe.StringData(sb) {
-		t.Fatal("two equal snapshots are stored twice")
+	if !disabled {
+		t.Fatal("a ConfigMap read through the manager's client would start an informer of every ConfigMap")
 	}
 }
