@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +28,14 @@ import (
 //     only through its status subresource, where the apiserver ignores the request's
 //     managedFields and keeps the stored ones.
 //   - No managedFields on anything else.
+//   - The strings that every cached TrainJob or JobSet repeats (its namespace, its owner's
+//     kind, its conditions' reasons) stored once.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripReplicatedJobs)},
-			&trainer.TrainJob{}:      {Transform: keepSuspendOwners},
+			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripReplicatedJobs, internJobSet)},
+			&trainer.TrainJob{}:      {Transform: chain(keepSuspendOwners, internTrainJob)},
 			// Only the pods whose logs are kept (attemptlogs), and of them what it reads.
 			&corev1.Pod{}: {
 				Label:     labels.SelectorFromSet(labels.Set{kiln.LabelKeepLogs: "true"}),
@@ -105,5 +108,71 @@ func keepSuspendOwners(obj any) (any, error) {
 		kept = append(kept, mf)
 	}
 	tj.ManagedFields = kept
+	return obj, nil
+}
+
+// intern returns s stored once for all the strings equal to it.
+func intern(s string) string { return unique.Make(s).Value() }
+
+func internPtr(s *string) {
+	if s != nil {
+		*s = intern(*s)
+	}
+}
+
+// internMeta interns what the objects of a namespace and an owner's kind repeat.
+func internMeta(m *metav1.ObjectMeta) {
+	m.Namespace = intern(m.Namespace)
+	for i := range m.OwnerReferences {
+		o := &m.OwnerReferences[i]
+		o.APIVersion, o.Kind = intern(o.APIVersion), intern(o.Kind)
+	}
+	for i := range m.ManagedFields {
+		f := &m.ManagedFields[i]
+		f.Manager, f.Operation, f.APIVersion, f.FieldsType = intern(f.Manager), metav1.ManagedFieldsOperationType(intern(string(f.Operation))), intern(f.APIVersion), intern(f.FieldsType)
+	}
+}
+
+// internConditions interns the conditions' types, statuses and reasons; their messages
+// often name the object, and stay its own.
+func internConditions(cs []metav1.Condition) {
+	for i := range cs {
+		c := &cs[i]
+		c.Type, c.Status, c.Reason = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
+	}
+}
+
+func internJobSet(obj any) (any, error) {
+	if js, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+		internMeta(&js.ObjectMeta)
+		internPtr(js.Spec.ManagedBy)
+		internConditions(js.Status.Conditions)
+		js.Status.TerminalState = intern(js.Status.TerminalState)
+		for i := range js.Status.ReplicatedJobsStatus {
+			js.Status.ReplicatedJobsStatus[i].Name = intern(js.Status.ReplicatedJobsStatus[i].Name)
+		}
+	}
+	return obj, nil
+}
+
+func internTrainJob(obj any) (any, error) {
+	if tj, ok := obj.(*trainer.TrainJob); ok {
+		internMeta(&tj.ObjectMeta)
+		ref := &tj.Spec.RuntimeRef
+		ref.Name = intern(ref.Name)
+		internPtr(ref.APIGroup)
+		internPtr(ref.Kind)
+		internPtr(tj.Spec.ManagedBy)
+		if t := tj.Spec.Trainer; t != nil {
+			internPtr(t.Image)
+		}
+		for i := range tj.Spec.RuntimePatches {
+			tj.Spec.RuntimePatches[i].Manager = intern(tj.Spec.RuntimePatches[i].Manager)
+		}
+		internConditions(tj.Status.Conditions)
+		for i := range tj.Status.JobsStatus {
+			tj.Status.JobsStatus[i].Name = intern(tj.Status.JobsStatus[i].Name)
+		}
+	}
 	return obj, nil
 }

@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,5 +81,67 @@ func TestNoConfigMapsCached(t *testing.T) {
 	}
 	if !disabled {
 		t.Fatal("a ConfigMap read through the manager's client would start an informer of every ConfigMap")
+	}
+}
+
+// The strings every cached TrainJob and JobSet repeats are stored once; what each is, is unchanged.
+func TestInternedStrings(t *testing.T) {
+	fresh := func(s string) string { return string([]byte(s)) }
+	cond := func() metav1.Condition {
+		return metav1.Condition{Type: fresh("Complete"), Status: metav1.ConditionStatus(fresh("True")), Reason: fresh("AllJobsCompleted"), Message: fresh("done")}
+	}
+	job := func() *trainer.TrainJob {
+		return &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fresh("team"), Name: "a"},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: fresh("torch"), Kind: ptr.To(fresh(trainer.ClusterTrainingRuntimeKind))},
+				Trainer: &trainer.Trainer{Image: ptr.To(fresh("img:1"))}},
+			Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond()}, JobsStatus: []trainer.JobStatus{{Name: fresh("node")}}},
+		}
+	}
+	jobSet := func() *jobsetv1alpha2.JobSet {
+		return &jobsetv1alpha2.JobSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fresh("team"), OwnerReferences: []metav1.OwnerReference{{APIVersion: fresh("trainer.kubeflow.org/v1alpha1"), Kind: fresh("TrainJob"), Name: "a"}}},
+			Status: jobsetv1alpha2.JobSetStatus{Conditions: []metav1.Condition{cond()}, TerminalState: fresh("Completed"),
+				ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: fresh("node")}}},
+		}
+	}
+	opts := CacheOptions()
+	transform := func(obj any) any {
+		t.Helper()
+		for kind, by := range opts.ByObject {
+			if fmt.Sprintf("%T", kind) == fmt.Sprintf("%T", obj) {
+				out, err := by.Transform(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+		}
+		t.Fatalf("no transform for %T", obj)
+		return nil
+	}
+	same := func(what, a, b string) {
+		t.Helper()
+		if a != b || unsafe.StringData(a) != unsafe.StringData(b) {
+			t.Errorf("%s: %q and %q stored twice", what, a, b)
+		}
+	}
+	a, b := transform(job()).(*trainer.TrainJob), transform(job()).(*trainer.TrainJob)
+	same("namespace", a.Namespace, b.Namespace)
+	same("runtime", a.Spec.RuntimeRef.Name, b.Spec.RuntimeRef.Name)
+	same("runtime kind", *a.Spec.RuntimeRef.Kind, *b.Spec.RuntimeRef.Kind)
+	same("image", *a.Spec.Trainer.Image, *b.Spec.Trainer.Image)
+	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
+	same("replicated job", a.Status.JobsStatus[0].Name, b.Status.JobsStatus[0].Name)
+	if !reflect.DeepEqual(a, job()) {
+		t.Fatalf("the TrainJob changed: %+v", a)
+	}
+	x, y := transform(jobSet()).(*jobsetv1alpha2.JobSet), transform(jobSet()).(*jobsetv1alpha2.JobSet)
+	same("owner kind", x.OwnerReferences[0].Kind, y.OwnerReferences[0].Kind)
+	same("owner API version", x.OwnerReferences[0].APIVersion, y.OwnerReferences[0].APIVersion)
+	same("terminal state", x.Status.TerminalState, y.Status.TerminalState)
+	same("condition type", x.Status.Conditions[0].Type, y.Status.Conditions[0].Type)
+	if !reflect.DeepEqual(x, jobSet()) {
+		t.Fatalf("the JobSet changed: %+v", x)
 	}
 }
