@@ -46,7 +46,7 @@ func (e *expectations) pending(tj types.NamespacedName, resourceVersion string, 
 		return false
 	}
 	if now.Sub(exp.since) > expectationTimeout {
-		delete(e.m, tj)
+		deleteKey(&e.m, tj)
 		return false
 	}
 	if exp.writtenVersion != "" && !older(resourceVersion, exp.writtenVersion, exp.replacedVersion) {
@@ -56,7 +56,7 @@ func (e *expectations) pending(tj types.NamespacedName, resourceVersion string, 
 		exp.jobSet = ""
 	}
 	if exp.writtenVersion == "" && exp.jobSet == "" {
-		delete(e.m, tj)
+		deleteKey(&e.m, tj)
 		return false
 	}
 	e.m[tj] = exp
@@ -99,5 +99,14 @@ func (e *expectations) update(tj types.NamespacedName, now time.Time, f func(*ex
 func (e *expectations) forget(tj types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.m, tj)
+	deleteKey(&e.m, tj)
+}
+
+// deleteKey deletes key from *m and drops the map once it is empty: a Go map keeps room for
+// the most entries it ever held, and 10,000 jobs created together would keep theirs for good.
+func deleteKey[K comparable, V any](m *map[K]V, key K) {
+	delete(*m, key)
+	if len(*m) == 0 {
+		*m = nil
+	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,5 +79,32 @@ func TestExpectations(t *testing.T) {
 	e.forget(tj)
 	if e.pending(tj, "3", nil, now) {
 		t.Fatal("forgotten, yet pending")
+	}
+}
+
+// The map of expectations is dropped once the last one is met: a Go map keeps room for the
+// most entries it ever held.
+func TestExpectationsLetTheirRoomGo(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var e expectations
+	for i := range 1000 {
+		e.jobSetCreated(types.NamespacedName{Namespace: "ns", Name: fmt.Sprint(i)}, types.UID(fmt.Sprint(i)), now)
+	}
+	for i := range 1000 {
+		key := types.NamespacedName{Namespace: "ns", Name: fmt.Sprint(i)}
+		if e.pending(key, "1", &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprint(i))}}, now) {
+			t.Fatalf("job %d: the cache shows its JobSet, yet pending", i)
+		}
+		if i < 999 && e.m == nil {
+			t.Fatalf("dropped with %d expectations left", 999-i)
+		}
+	}
+	if e.m != nil {
+		t.Fatal("every expectation met, yet the map of 1,000 is kept")
+	}
+	var b statusBatches
+	key := types.NamespacedName{Namespace: "ns", Name: "job"}
+	if b.wait(key, true, now) == 0 || b.wait(key, true, now.Add(statusBatchPeriod)) != 0 || b.m != nil {
+		t.Fatal("a batch written, yet the map kept")
 	}
 }

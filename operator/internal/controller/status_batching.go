@@ -136,12 +136,12 @@ func (b *statusBatches) wait(tj types.NamespacedName, mirror bool, now time.Time
 	case now.Sub(since) < statusBatchPeriod:
 		return statusBatchPeriod - now.Sub(since)
 	}
-	delete(b.m, tj)
+	deleteKey(&b.m, tj)
 	return 0
 }
 
 func (b *statusBatches) forget(tj types.NamespacedName) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.m, tj)
+	deleteKey(&b.m, tj)
 }
