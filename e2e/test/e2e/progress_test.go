@@ -105,7 +105,7 @@ func progressSpecs() {
 			g.Expect(got.Status.TrainerStatus.Metrics).To(ContainElement(trainer.Metric{Name: "raw", Value: "kubeflow-sdk"}))
 			g.Expect(*got.Status.TrainerStatus.ProgressPercentage).To(BeEquivalentTo(100))
 		}).WithTimeout(30*time.Second).Should(Succeed(), func() string {
-			return "the trainers' logs:\n" + jobLogs(ns, tj.Name) + "\n" + operatorLogAbout(ns)
+			return "the trainers' logs:\n" + jobLogs(ns, tj.Name) + "\n" + statusWriters(ctx, key) + operatorLogAbout(ns)
 		})
 		// The loss curve: a history owned by the job, up to the last step once the history's
 		// next write is due (at most one per --status-server-history-interval, 10 s).
@@ -250,4 +250,22 @@ func statusReporter(ctx context.Context, p *platform.Platform, ns, name string) 
 		defer res.Body.Close()
 		Expect(res.StatusCode).To(Equal(http.StatusOK), "report of step %d", step)
 	}
+}
+
+// statusWriters says who last wrote the TrainJob's status and when (its managed fields):
+// whether a write of the status server's came last, or someone else's after it.
+func statusWriters(ctx context.Context, key client.ObjectKey) string {
+	got := &trainer.TrainJob{}
+	if err := k8s.Get(ctx, key, got); err != nil {
+		return "(the TrainJob's managed fields: " + err.Error() + ")\n"
+	}
+	out := fmt.Sprintf("--- the TrainJob's writers (resourceVersion %s):\n", got.ResourceVersion)
+	for _, m := range got.ManagedFields {
+		at := "?"
+		if m.Time != nil {
+			at = m.Time.UTC().Format(time.RFC3339)
+		}
+		out += fmt.Sprintf("  %s %s subresource=%q at %s\n", m.Manager, m.Operation, m.Subresource, at)
+	}
+	return out + "\n"
 }

@@ -264,6 +264,9 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 			observeLag(w.clock.Since(received))
 		}
 		w.mu.Unlock()
+		if err == nil {
+			log.V(2).Info("Wrote the trainer status", "progressPercentage", ptr.Deref(ts.ProgressPercentage, -1), "lastUpdatedTime", ts.LastUpdatedTime.Time, "lag", w.clock.Since(received))
+		}
 	}
 	if historyDue {
 		if err := w.writeHistory(ctx, job, p); apierrors.IsNotFound(err) {
