@@ -22,7 +22,10 @@ import (
 
 type procUsage struct {
 	rss, peakRSS int64
-	cpu          time.Duration
+	// rssFile is the part of rss that is mapped files (the binary's pages), the rest
+	// anonymous memory (the Go heap, stacks and runtime).
+	rssFile int64
+	cpu     time.Duration
 }
 
 // readProcUsage reads a process's resident memory now and at its peak (VmRSS, VmHWM) and
@@ -51,6 +54,7 @@ func procUsageOf(fs procfs.FS, pid int) (procUsage, error) {
 	return procUsage{
 		rss:     int64(status.VmRSS), // bytes
 		peakRSS: int64(status.VmHWM),
+		rssFile: int64(status.RssFile),
 		// Whole clock ticks in float seconds: rounding gives back the exact duration.
 		cpu: time.Duration(math.Round(stat.CPUTime() * float64(time.Second))),
 	}, nil

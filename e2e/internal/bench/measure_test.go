@@ -29,9 +29,9 @@ func TestProcUsageOfFixture(t *testing.T) {
 		wantErr      bool
 	}{
 		"controller": {
-			status: "Name:\tkiln-operator\nVmHWM:\t  81920 kB\nVmRSS:\t  65536 kB\nThreads:\t12\n",
+			status: "Name:\tkiln-operator\nVmHWM:\t  81920 kB\nVmRSS:\t  65536 kB\nRssAnon:\t  45056 kB\nRssFile:\t  20480 kB\nThreads:\t12\n",
 			stat:   "1234 (kiln-operator) " + statFields("1234", "566"),
-			want:   procUsage{rss: 64 << 20, peakRSS: 80 << 20, cpu: 18 * time.Second},
+			want:   procUsage{rss: 64 << 20, peakRSS: 80 << 20, rssFile: 20 << 20, cpu: 18 * time.Second},
 		},
 		"command name with spaces and parentheses, one tick": {
 			status: "VmHWM:\t4 kB\nVmRSS:\t4 kB\n",

@@ -554,7 +554,8 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	r.MemoryJobs, r.RSS, r.MemoryPeakRSS, r.Heap = len(all.Items)+n, u.rss, u.peakRSS, heap
-	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB), Go heap in use %d MiB", r.MemoryJobs, u.rss>>20, u.peakRSS>>20, heap>>20)
+	e.logf("memory: %d TrainJobs, RSS %d MiB (peak %d MiB; files mapped %d MiB, the rest anonymous), Go heap in use %d MiB",
+		r.MemoryJobs, u.rss>>20, u.peakRSS>>20, u.rssFile>>20, heap>>20)
 	if e.o.Profiles != "" && e.p.Trainer == platform.TrainerKiln {
 		path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-memory-run%d.heap", r.Run))
 		if err := e.saveProfile(ctx, "heap", path); err != nil {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -90,6 +91,7 @@ type options struct {
 	statusInterval          time.Duration
 	keepLogs                bool
 	historyInterval         time.Duration
+	gcPercent               int
 }
 
 func main() {
@@ -133,6 +135,7 @@ func main() {
 	flag.IntVar(&o.statusBurst, "status-server-burst", 100, "burst of the status server's own client")
 	flag.DurationVar(&o.statusInterval, "status-server-write-interval", time.Second, "least time between two writes of one TrainJob's status.trainerStatus: reports in between are coalesced")
 	flag.DurationVar(&o.historyInterval, "status-server-history-interval", 10*time.Second, "least time between two writes of one TrainJob's metrics history (TrainJobMetrics)")
+	flag.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "how much the Go heap may grow over what the last collection kept before the next collection starts (GOGC; the GOGC environment variable, when set, wins): lower holds less memory for more collector CPU")
 	flag.BoolVar(&o.version, "version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -149,6 +152,10 @@ func main() {
 	// without a logger) go through the same logger, at the same verbosity, instead of
 	// klog's own text at its -v (0), which dropped them.
 	klog.SetLogger(logger)
+	if err := setGCPercent(o.gcPercent, os.Getenv("GOGC")); err != nil {
+		ctrl.Log.Error(err, "Invalid flag")
+		os.Exit(2)
+	}
 	if flag.NArg() > 0 {
 		// A value with a comma written in a YAML flow list ends up here, silently ignored.
 		ctrl.Log.Error(nil, "Unexpected arguments: kiln-operator takes flags only (quote a flag value that holds a comma)", "arguments", flag.Args())
@@ -183,6 +190,24 @@ func main() {
 		ctrl.Log.Error(err, "Operator stopped")
 		os.Exit(1)
 	}
+}
+
+// defaultGCPercent is the operator's GOGC: Go's default, 100, lets the heap double between
+// collections; at 75 the operator held 10,000 TrainJobs in 116 MiB instead of 134 MiB of RSS
+// for about 3% more CPU over the timed benchmarks (docs/performance.md).
+const defaultGCPercent = 75
+
+// setGCPercent sets the collector's target from --gc-percent, unless GOGC is set (then the
+// runtime already read it, and it stands).
+func setGCPercent(percent int, gogc string) error {
+	if gogc != "" {
+		return nil
+	}
+	if percent <= 0 {
+		return fmt.Errorf("--gc-percent=%d: must be a positive percentage (%d by default; GOGC=off disables the collector)", percent, defaultGCPercent)
+	}
+	debug.SetGCPercent(percent)
+	return nil
 }
 
 // applyCRDs installs or upgrades the CRDs (see package crds).
