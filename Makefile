@@ -649,8 +649,10 @@ multicluster-up: $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR)
 
 test-e2e-multicluster: $(BIN)/ginkgo ## The multi-cluster suite on a fresh manager and two workers (started and stopped around the run).
 	$(MAKE) platform-down multicluster-up
-	rc=0; KILN_ROOT=$(ROOT) KILN_WORKERS=2 KILN_REAL_NODES=0 ginkgo --timeout=20m --no-color --poll-progress-after=180s ./e2e/test/multicluster || rc=$$?; \
-		$(MAKE) platform-down || rc=$$?; exit $$rc
+	rc=0; rm -f $(BIN)/e2e-times-multicluster.txt; \
+		KILN_ROOT=$(ROOT) KILN_WORKERS=2 KILN_REAL_NODES=0 KILN_E2E_TIMES=$(BIN)/e2e-times-multicluster.txt \
+		ginkgo --timeout=20m --no-color --poll-progress-after=180s ./e2e/test/multicluster || rc=$$?; \
+		$(MAKE) platform-down || rc=$$?; cat $(BIN)/e2e-times-multicluster.txt 2>/dev/null || true; exit $$rc
 
 .PHONY: test-e2e-chart
 test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the real node, plus the chart's own specs.
@@ -691,5 +693,5 @@ test-e2e: $(SDK_TS_DIST) $(CONSOLE_DIST) $(BIN)/ginkgo $(CONFORMANCE) chromium #
 		KILN_E2E_TIMES=$(BIN)/e2e-times-$(KILN_INSTALL).txt \
 		ginkgo --procs=$(E2E_PROCS) --timeout=30m --no-color --poll-progress-after=180s \
 			$(if $(filter chart,$(KILN_INSTALL)),--label-filter=$(E2E_CHART_LABELS)) ./e2e/test/e2e || rc=$$?; \
-		cat $(BIN)/e2e-times-$(KILN_INSTALL).txt 2>/dev/null || true; \
-		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc
+		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; \
+		cat $(BIN)/e2e-times-$(KILN_INSTALL).txt 2>/dev/null || true; exit $$rc

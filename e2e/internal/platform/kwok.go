@@ -9,7 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	kilntesting "github.com/kiln-ml/kiln/api/testing"
@@ -78,7 +84,7 @@ func (c Config) kwokctlConfig(upstreamStages string) (string, error) {
 			// KWOK keeps to its own nodes (and their pods): the real node has a kubelet.
 			map[string]any{"name": "kwok-controller", "extraArgs": []any{
 				map[string]any{"key": "manage-all-nodes", "value": "false", "override": true},
-				map[string]any{"key": "manage-nodes-with-annotation-selector", "value": "kwok.x-k8s.io/node=fake"},
+				map[string]any{"key": "manage-nodes-with-annotation-selector", "value": kwokNodeAnnotation + "=fake"},
 			}},
 		},
 	}
@@ -205,4 +211,85 @@ func (p *Platform) applyPodGroupCRD(ctx context.Context, cs *cluster.Clients) er
 		return fmt.Errorf("installing the PodGroup CRD: %w", err)
 	}
 	return cs.WaitCRDsEstablished(ctx, objs)
+}
+
+// kwokNodeAnnotation marks the nodes KWOK's controller manages (the real node has a kubelet).
+const kwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// KWOK's controller holds each of its nodes by the node's Lease, under an identity new to
+// each process, for 200 s (kwokctl's 40 s times its heartbeat factor of 5). A controller
+// started with a control plane that stopped while another held them manages none of its
+// nodes until those leases expire: its new pods stay Pending, the pods being deleted stay
+// Terminating (holding their GPUs), and the nodes go NotReady. So a control plane the
+// platform stops releases them first, and one it starts again is up once they are held.
+
+// kwokLeases are the names of the node Leases of the cluster's KWOK nodes (a node's Lease
+// has the node's name, in kube-node-lease).
+func kwokLeases(ctx context.Context, cs *cluster.Clients) ([]string, error) {
+	nodes, err := cs.Dyn.Resource(cluster.NodeGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes: %w", err)
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		if _, ok := n.GetAnnotations()[kwokNodeAnnotation]; ok {
+			names = append(names, n.GetName())
+		}
+	}
+	return names, nil
+}
+
+// releaseKWOKLeases deletes the node Leases of the KWOK nodes, so that the next KWOK
+// controller creates them at once instead of waiting for this one's to expire. The control
+// plane stops right after: this controller renews a Lease only every 50 s.
+func (p *Platform) releaseKWOKLeases(ctx context.Context) error {
+	cs, err := p.clients()
+	if err != nil {
+		return err
+	}
+	names, err := kwokLeases(ctx, cs)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		err := cs.Dyn.Resource(cluster.LeaseGVR).Namespace(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("releasing the lease of KWOK's node %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// awaitKWOKLeases waits until every KWOK node's Lease was renewed at or after since, by the
+// KWOK controller that started with the control plane.
+func (p *Platform) awaitKWOKLeases(ctx context.Context, since time.Time, timeout time.Duration) error {
+	cs, err := p.clients()
+	if err != nil {
+		return err
+	}
+	var waiting []string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		names, err := kwokLeases(ctx, cs)
+		if err != nil {
+			return false, nil
+		}
+		waiting = waiting[:0]
+		for _, name := range names {
+			l, err := cs.Dyn.Resource(cluster.LeaseGVR).Namespace(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				waiting = append(waiting, name+" (no lease)")
+				continue
+			}
+			renewed, _, _ := unstructured.NestedString(l.Object, "spec", "renewTime")
+			if t, err := time.Parse(time.RFC3339Nano, renewed); err != nil || t.Before(since.Truncate(time.Second)) {
+				waiting = append(waiting, fmt.Sprintf("%s (renewed %s)", name, renewed))
+			}
+		}
+		return len(waiting) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("KWOK's controller does not hold its nodes' leases %s after the control plane started: %v (its log: %s)",
+			timeout, waiting, filepath.Join(p.ClusterDir(), "logs", "kwok-controller.log"))
+	}
+	return nil
 }

@@ -300,16 +300,25 @@ func (p *Platform) workersDown(ctx context.Context) error {
 // StopControlPlane stops the cluster's control plane (etcd, kube-apiserver, the controller
 // manager, the scheduler, KWOK), as a cluster lost to everyone who uses it: what runs beside
 // it (JobSet, Kueue, Kiln) keeps retrying.
+// KWOK's controller gives up its nodes' leases first (kwokLeases says why).
 func (p *Platform) StopControlPlane(ctx context.Context) error {
+	if err := p.releaseKWOKLeases(ctx); err != nil {
+		return err
+	}
 	if err := p.kwokctl(ctx, "stop", "cluster", "--name", p.ClusterName); err != nil {
 		return err
 	}
 	return waitPortFree(ctx, p.APIServerPort, 60*time.Second)
 }
 
-// StartControlPlane starts a stopped control plane again and waits until it serves.
+// StartControlPlane starts a stopped control plane again and waits until it serves and its
+// KWOK controller runs its nodes again.
 func (p *Platform) StartControlPlane(ctx context.Context) error {
-	return p.controlPlaneUp(ctx)
+	start := time.Now()
+	if err := p.controlPlaneUp(ctx); err != nil {
+		return err
+	}
+	return p.awaitKWOKLeases(ctx, start, 60*time.Second)
 }
 
 // managerKubeconfig gives the worker what an admin's `helm install --set

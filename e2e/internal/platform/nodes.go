@@ -91,7 +91,7 @@ func (c Config) node(name, pool string, spot bool) *unstructured.Unstructured {
 		"metadata": map[string]any{
 			"name":        name,
 			"labels":      labels,
-			"annotations": map[string]any{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			"annotations": map[string]any{kwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
 		},
 		"spec":   spec,
 		"status": map[string]any{"capacity": resources, "allocatable": resources},

@@ -41,6 +41,27 @@ func PrintSpecTimes(w io.Writer, r ginkgo.Report) {
 		}
 		fmt.Fprintf(w, "%7.1fs  %-7s %s%s\n", x.d.Seconds(), x.state, x.name, labels)
 	}
+	printFailures(w, r)
+}
+
+// failureLimit bounds one failure's message in the summary: a Gomega message can quote a
+// whole object list, and the summary is read at the end of a long CI log.
+const failureLimit = 3000
+
+// printFailures writes each failed spec's message and where it failed: the last lines of
+// a CI log are the ones a reader sees, and ginkgo's own summary gives only the location.
+func printFailures(w io.Writer, r ginkgo.Report) {
+	for _, s := range r.SpecReports {
+		if !s.State.Is(types.SpecStateFailureStates) {
+			continue
+		}
+		msg := strings.TrimSpace(s.Failure.Message)
+		if len(msg) > failureLimit {
+			msg = msg[:failureLimit] + fmt.Sprintf(" … (%d more bytes)", len(msg)-failureLimit)
+		}
+		fmt.Fprintf(w, "\n%s %s\n  at %s\n  %s\n", strings.ToUpper(s.State.String()), s.FullText(), s.Failure.Location,
+			strings.ReplaceAll(msg, "\n", "\n  "))
+	}
 }
 
 // PrintConformanceReport writes the conformance suite's report, the check an admin reads

@@ -23,8 +23,9 @@ import (
 const FieldManager = "kiln-platform"
 
 var (
-	NodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	CRDGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	NodeGVR  = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	CRDGVR   = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	LeaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 )
 
 // Clients bundles the clients the harness needs.

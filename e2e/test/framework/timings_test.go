@@ -1,0 +1,39 @@
+package framework
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+func TestPrintSpecTimesEndsWithEachFailure(t *testing.T) {
+	r := ginkgo.Report{SuiteDescription: "suite", RunTime: time.Minute, SpecReports: types.SpecReports{
+		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "passes", State: types.SpecStatePassed, RunTime: time.Second},
+		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "fails", State: types.SpecStateFailed, RunTime: 5 * time.Minute,
+			Failure: types.Failure{Message: "Timed out after 300s.\nconditions [Complete=False]",
+				Location: types.CodeLocation{FileName: "dispatch_test.go", LineNumber: 87}}},
+		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "huge", State: types.SpecStateTimedout,
+			Failure: types.Failure{Message: strings.Repeat("x", failureLimit+10)}},
+	}}
+	var b strings.Builder
+	PrintSpecTimes(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"suite: 3 specs ran",
+		"FAILED fails\n  at dispatch_test.go:87\n  Timed out after 300s.\n  conditions [Complete=False]\n",
+		"TIMEDOUT huge", "… (10 more bytes)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "PASSED passes") {
+		t.Errorf("a passing spec is reported as a failure:\n%s", out)
+	}
+	if i, j := strings.Index(out, "passes"), strings.Index(out, "FAILED fails"); i < 0 || j < i {
+		t.Errorf("the failures do not come after the times:\n%s", out)
+	}
+}
