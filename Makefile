@@ -637,9 +637,10 @@ $(UPGRADE_FROM)/SHA256SUMS:
 test-upgrade: $(UPGRADE_FROM)/SHA256SUMS $(BIN)/ginkgo ## Install the previous release (UPGRADE_FROM_VERSION) by its chart, start jobs and a schedule, upgrade to this build, and check nothing was lost or restarted.
 	$(MAKE) platform-down
 	KILN_CHART_FROM=$(UPGRADE_FROM) $(MAKE) chart-up
-	rc=0; KILN_ROOT=$(ROOT) KILN_INSTALL=chart KILN_CHART_FROM=$(UPGRADE_FROM) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
-		ginkgo --no-color --timeout=20m --label-filter=upgrade ./e2e/test/e2e || rc=$$?; \
-		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; exit $$rc
+	rc=0; rm -f $(BIN)/e2e-times-upgrade.txt; \
+		KILN_ROOT=$(ROOT) KILN_INSTALL=chart KILN_CHART_FROM=$(UPGRADE_FROM) KUBECONFIG="$$($(PLATFORM) kubeconfig)" KILN_CONFIG=$(BIN)/platform/kiln/config.yaml \
+		KILN_E2E_TIMES=$(BIN)/e2e-times-upgrade.txt ginkgo --no-color --timeout=20m --label-filter=upgrade ./e2e/test/e2e || rc=$$?; \
+		$(MAKE) platform-down || rc=$$?; $(PLATFORM) leftovers || rc=$$?; cat $(BIN)/e2e-times-upgrade.txt 2>/dev/null || true; exit $$rc
 
 # Several clusters: the platform as a MultiKueue manager with two worker clusters (no real
 # node: KWOK fleets), and the multi-cluster suite against them (docs/multicluster.md).
