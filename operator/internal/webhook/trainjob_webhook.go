@@ -56,9 +56,8 @@ var DefaultPreservingUsers = []string{"system:serviceaccount:kueue-system:kueue-
 // preserveFor keep the Kiln-only fields they cannot express.
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error {
 	srv := mgr.GetWebhookServer()
-	defaulter := admission.WithDefaulter[*trainer.TrainJob](mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor, runtimes: mgr.GetClient()})
 	srv.Register(MutatePath, &admission.Webhook{
-		Handler:      schemaFirst{next: defaulter.Handler},
+		Handler:      schemaFirst{next: newDefaulting(mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor, runtimes: mgr.GetClient()})},
 		RecoverPanic: ptr.To(true),
 	})
 	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader()})
@@ -75,7 +74,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 // the apiserver's schema validation, which then refuses the object naming the field (say
 // spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]), where a decoding error names none.
 // Nothing undecodable gets in: the validating webhook runs after the schema's checks.
-// controller-runtime's defaulter answers 400 when, and only when, the object does not decode.
+// The defaulting handler answers 400 when, and only when, the object does not decode.
 type schemaFirst struct {
 	next admission.Handler
 }
