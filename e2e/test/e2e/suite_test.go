@@ -85,14 +85,7 @@ var _ = ReportAfterSuite("spec times", func(r Report) {
 		framework.PrintConformanceReport(os.Stdout, r)
 		return
 	}
-	if name := os.Getenv("KILN_E2E_TIMES"); name != "" {
-		f, err := os.Create(name)
-		Expect(err).NotTo(HaveOccurred())
-		defer f.Close()
-		framework.PrintSpecTimes(f, r)
-		return
-	}
-	framework.PrintSpecTimes(os.Stdout, r)
+	Expect(framework.ReportSpecTimes(r)).To(Succeed())
 })
 
 // When a spec fails on the chart's install, the Kiln, JobSet and Kueue pods that restarted

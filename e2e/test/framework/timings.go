@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,26 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 )
+
+// EnvSpecTimes names the file a suite's spec times go to (the Makefile's e2e targets set it
+// and print the file after the platform's shutdown, at the end of the log); unset, they go
+// to standard output. In parallel runs ginkgo keeps a passing suite's output to itself.
+const EnvSpecTimes = "KILN_E2E_TIMES"
+
+// ReportSpecTimes writes PrintSpecTimes's report where EnvSpecTimes says.
+func ReportSpecTimes(r ginkgo.Report) error {
+	name := os.Getenv(EnvSpecTimes)
+	if name == "" {
+		PrintSpecTimes(os.Stdout, r)
+		return nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("writing the spec times (%s): %w", EnvSpecTimes, err)
+	}
+	PrintSpecTimes(f, r)
+	return f.Close()
+}
 
 // PrintSpecTimes writes where a suite's time went: every spec that ran, longest first,
 // with its labels and outcome, then the totals. Suites call it from ReportAfterSuite, so

@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +37,27 @@ func TestPrintSpecTimesEndsWithEachFailure(t *testing.T) {
 	}
 	if i, j := strings.Index(out, "passes"), strings.Index(out, "FAILED fails"); i < 0 || j < i {
 		t.Errorf("the failures do not come after the times:\n%s", out)
+	}
+}
+
+func TestReportSpecTimesWritesTheNamedFile(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "times.txt")
+	t.Setenv(EnvSpecTimes, name)
+	r := ginkgo.Report{SuiteDescription: "suite", SpecReports: types.SpecReports{
+		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "fails", State: types.SpecStateFailed, Failure: types.Failure{Message: "boom"}},
+	}}
+	if err := ReportSpecTimes(r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "FAILED fails") || !strings.Contains(string(got), "boom") {
+		t.Errorf("the file holds:\n%s", got)
+	}
+	t.Setenv(EnvSpecTimes, filepath.Join(t.TempDir(), "no-such-dir", "times.txt"))
+	if err := ReportSpecTimes(r); err == nil || !strings.Contains(err.Error(), EnvSpecTimes) {
+		t.Errorf("an unwritable file: %v, want an error naming %s", err, EnvSpecTimes)
 	}
 }

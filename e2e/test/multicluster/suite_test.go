@@ -76,14 +76,7 @@ var _ = BeforeSuite(func() {
 // set (make test-e2e-multicluster sets it) into that file, which the Makefile prints after
 // the platform's shutdown, at the end of the log.
 var _ = ReportAfterSuite("spec times", func(r Report) {
-	if name := os.Getenv("KILN_E2E_TIMES"); name != "" {
-		f, err := os.Create(name)
-		Expect(err).NotTo(HaveOccurred())
-		defer f.Close()
-		framework.PrintSpecTimes(f, r)
-		return
-	}
-	framework.PrintSpecTimes(os.Stdout, r)
+	Expect(framework.ReportSpecTimes(r)).To(Succeed())
 })
 
 // When a spec fails, what each cluster holds in the test namespace goes into its output:
