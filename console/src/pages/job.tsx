@@ -4,6 +4,7 @@ import { Code, ConnectError, v1 } from "@kiln-ml/sdk/browser";
 import { client, errorText, namespace } from "../api.js";
 import { MetricChart } from "../components/chart.js";
 import { Confirm } from "../components/confirm.js";
+import { repeatUnanswered, unanswered } from "../retry.js";
 import { age, duration, metricValue, placements, stateName, topologyAsked } from "../format.js";
 
 type Series = { xs: number[]; ys: number[]; byStep: boolean };
@@ -113,16 +114,26 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
   useEffect(() => {
     const ctl = new AbortController();
     (async () => {
-      try {
-        for await (const ev of client().jobs.watchTrainJobMetrics({ namespace: ns, name }, { signal: ctl.signal })) {
-          if (ev.event.case === "history") setSeries(addPoints(new Map(), ev.event.value.series, true));
-          else if (ev.event.case === "points") {
-            const pts = ev.event.value.series;
-            setSeries((s) => addPoints(s, pts, false));
+      // A stream the network cut is opened again: it starts with the whole history.
+      for (let backoff = 500; !ctl.signal.aborted; backoff = Math.min(backoff * 2, 10_000)) {
+        try {
+          for await (const ev of client().jobs.watchTrainJobMetrics({ namespace: ns, name }, { signal: ctl.signal })) {
+            if (ev.event.case === "history") setSeries(addPoints(new Map(), ev.event.value.series, true));
+            else if (ev.event.case === "points") {
+              const pts = ev.event.value.series;
+              setSeries((s) => addPoints(s, pts, false));
+            }
+            backoff = 500;
+          }
+          return;
+        } catch (e) {
+          if (ctl.signal.aborted) return;
+          if (!unanswered(e)) {
+            if (ConnectError.from(e).code !== Code.NotFound) setError(`Metrics: ${errorText(e)}`);
+            return;
           }
         }
-      } catch (e) {
-        if (!ctl.signal.aborted && ConnectError.from(e).code !== Code.NotFound) setError(`Metrics: ${errorText(e)}`);
+        await new Promise((r) => setTimeout(r, backoff));
       }
     })();
     return () => ctl.abort();
@@ -131,11 +142,20 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
   const act = async (what: "suspend" | "resume" | "delete") => {
     setActionError("");
     try {
+      // Each is safe to repeat: a call the network lost on the way is made again.
       const req = { namespace: ns, name };
-      if (what === "suspend") setJob((await client().jobs.suspendTrainJob(req)).trainJob);
-      else if (what === "resume") setJob((await client().jobs.resumeTrainJob(req)).trainJob);
+      if (what === "suspend") setJob((await repeatUnanswered(() => client().jobs.suspendTrainJob(req))).trainJob);
+      else if (what === "resume") setJob((await repeatUnanswered(() => client().jobs.resumeTrainJob(req))).trainJob);
       else {
-        await client().jobs.deleteTrainJob(req);
+        // NotFound on a later attempt: an earlier one deleted it, and only its answer was lost.
+        await repeatUnanswered((n) =>
+          client()
+            .jobs.deleteTrainJob(req)
+            .catch((e) => {
+              if (n > 0 && ConnectError.from(e).code === Code.NotFound) return undefined;
+              throw e;
+            }),
+        );
         location.hash = "#/";
       }
     } catch (e) {
@@ -308,24 +328,37 @@ function Logs({ job, steps: all, kept }: { job: v1.TrainJob; steps: v1.Step[]; k
     setLines([]);
     setError("");
     (async () => {
-      try {
-        const earlier = attempt === "" ? undefined : Number(attempt);
-        const stream = client().jobs.streamLogs(
-          { namespace: job.namespace, name: job.name, step, follow: follow && earlier === undefined, tailLines: BigInt(2000), attempt: earlier },
-          { signal: ctl.signal },
-        );
-        for await (const res of stream) {
-          const add = res.lines.map((l) => {
-            const where = l.attempt > 0 && earlier === undefined ? `${l.step} attempt ${l.attempt}` : l.step;
-            return steps.length > 1 && !step ? `[${where}] ${l.text}` : l.text;
-          });
-          setLines((prev) => {
-            const next = prev.concat(add);
-            return next.length > 5000 ? next.slice(next.length - 5000) : next;
-          });
+      // A stream the network cut is read again from its tail.
+      for (let backoff = 500; !ctl.signal.aborted; backoff = Math.min(backoff * 2, 10_000)) {
+        try {
+          const earlier = attempt === "" ? undefined : Number(attempt);
+          const stream = client().jobs.streamLogs(
+            { namespace: job.namespace, name: job.name, step, follow: follow && earlier === undefined, tailLines: BigInt(2000), attempt: earlier },
+            { signal: ctl.signal },
+          );
+          let first = true;
+          for await (const res of stream) {
+            if (first) setLines([]);
+            first = false;
+            backoff = 500;
+            const add = res.lines.map((l) => {
+              const where = l.attempt > 0 && earlier === undefined ? `${l.step} attempt ${l.attempt}` : l.step;
+              return steps.length > 1 && !step ? `[${where}] ${l.text}` : l.text;
+            });
+            setLines((prev) => {
+              const next = prev.concat(add);
+              return next.length > 5000 ? next.slice(next.length - 5000) : next;
+            });
+          }
+          return;
+        } catch (e) {
+          if (ctl.signal.aborted) return;
+          if (!unanswered(e)) {
+            setError(errorText(e));
+            return;
+          }
         }
-      } catch (e) {
-        if (!ctl.signal.aborted) setError(errorText(e));
+        await new Promise((r) => setTimeout(r, backoff));
       }
     })();
     return () => ctl.abort();

@@ -4,6 +4,7 @@ import { Code, ConnectError, type v1 } from "@kiln-ml/sdk/browser";
 import { client, errorText, namespace } from "../api.js";
 import { Confirm } from "../components/confirm.js";
 import { age, stateName } from "../format.js";
+import { repeatUnanswered } from "../retry.js";
 
 const dateOf = (t?: { seconds: bigint }) => (t ? new Date(Number(t.seconds) * 1000) : undefined);
 
@@ -46,8 +47,10 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
         location.hash = `#/jobs/${encodeURIComponent(r.trainJob?.name ?? "")}`;
         return;
       }
-      if (what === "suspend") await client().schedules.suspendCronTrainJob(req);
-      else await client().schedules.resumeCronTrainJob(req);
+      // Suspending and resuming are safe to repeat (running one now is not): a call the
+      // network lost on the way is made again.
+      if (what === "suspend") await repeatUnanswered(() => client().schedules.suspendCronTrainJob(req));
+      else await repeatUnanswered(() => client().schedules.resumeCronTrainJob(req));
       await load();
     } catch (e) {
       setError(`${what} ${name}: ${errorText(e)}`);
