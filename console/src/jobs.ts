@@ -2,6 +2,7 @@
 // from the last version seen when the stream breaks.
 
 import { Code, ConnectError, v1, type TrainerClient } from "@kiln-ml/sdk/browser";
+import { keepReading } from "./retry.js";
 
 export interface JobSet {
   /** By name. */
@@ -63,9 +64,9 @@ export async function watchJobs(
     frame = 0;
     onChange(s);
   };
-  let backoff = 500;
-  while (!signal.aborted) {
-    try {
+  await keepReading(
+    signal,
+    async (got) => {
       const stream = client.jobs.watchTrainJobs({ namespace: ns, resourceVersion: s.synced ? s.version : "", heartbeatSeconds: 30 }, { signal });
       for await (const ev of stream) {
         const next = applyEvent(s, ev);
@@ -73,17 +74,19 @@ export async function watchJobs(
           s = next;
           if (!frame) frame = requestAnimationFrame(flush);
         }
-        backoff = 500;
+        got();
         onError(undefined);
       }
-    } catch (e) {
-      if (signal.aborted) return;
-      const err = ConnectError.from(e);
-      onError(err);
-      if (fatal(err)) return;
-      if (err.code === Code.OutOfRange || err.code === Code.Aborted) s = emptyJobs(); // the version is gone: list again
-    }
-    await new Promise((r) => setTimeout(r, backoff));
-    backoff = Math.min(backoff * 2, 10_000);
-  }
+    },
+    {
+      reopenAtEnd: true,
+      failed: (e) => {
+        const err = ConnectError.from(e);
+        onError(err);
+        if (fatal(err)) return false;
+        if (err.code === Code.OutOfRange || err.code === Code.Aborted) s = emptyJobs(); // the version is gone: list again
+        return true;
+      },
+    },
+  );
 }

@@ -29,3 +29,33 @@ export async function repeatUnanswered<T>(
     }
   }
 }
+
+/**
+ * Reads a stream until `signal` aborts, opening it again after a wait that starts at 500 ms,
+ * doubles up to 10 s and starts over with each message (`read` calls the `got` it is given on
+ * each). A failure goes to `failed`, which says whether to open it again; a stream that ends
+ * is opened again only with `reopenAtEnd` (a watch; logs and metrics of a finished job end).
+ */
+export async function keepReading(
+  signal: AbortSignal,
+  read: (got: () => void) => Promise<void>,
+  {
+    failed,
+    reopenAtEnd = false,
+    sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
+  }: { failed: (e: unknown) => boolean; reopenAtEnd?: boolean; sleep?: (ms: number) => Promise<void> },
+): Promise<void> {
+  let backoff = 500;
+  while (!signal.aborted) {
+    try {
+      await read(() => {
+        backoff = 500;
+      });
+      if (!reopenAtEnd || signal.aborted) return;
+    } catch (e) {
+      if (signal.aborted || !failed(e)) return;
+    }
+    await sleep(backoff);
+    backoff = Math.min(backoff * 2, 10_000);
+  }
+}

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { Code, ConnectError } from "@kiln-ml/sdk/browser";
-import { repeatUnanswered, unanswered } from "../src/retry.js";
+import { keepReading, repeatUnanswered, unanswered } from "../src/retry.js";
 
 // What connect-web throws when fetch fails: the browser's TypeError, wrapped.
 const lost = () => ConnectError.from(new TypeError("Failed to fetch"));
@@ -56,4 +56,61 @@ test("gives up after its tries with the last error, and never repeats a call the
     /Complete/,
   );
   assert.equal(calls, 1);
+});
+
+test("keeps reading a stream: opened again after a failure it is told of, waiting longer each time until a message", async () => {
+  const ctl = new AbortController();
+  const waits: number[] = [];
+  const failures: unknown[] = [];
+  let opened = 0;
+  await keepReading(
+    ctl.signal,
+    async (got) => {
+      opened++;
+      if (opened === 3) got(); // a message: the next wait starts over
+      if (opened === 5) throw new ConnectError("no such job", Code.NotFound);
+      throw lost();
+    },
+    {
+      failed: (e) => {
+        failures.push(e);
+        return unanswered(e);
+      },
+      sleep: async (ms) => void waits.push(ms),
+    },
+  );
+  assert.equal(opened, 5, "stops at the failure failed() says not to retry");
+  assert.equal(failures.length, 5);
+  assert.deepEqual(waits, [500, 1000, 500, 1000]);
+});
+
+test("a stream that ends is opened again only when asked, and never after the signal aborts", async () => {
+  let opened = 0;
+  await keepReading(new AbortController().signal, async () => void opened++, { failed: () => true, sleep: async () => undefined });
+  assert.equal(opened, 1, "logs of a finished job end");
+
+  const ctl = new AbortController();
+  opened = 0;
+  const waits: number[] = [];
+  await keepReading(
+    ctl.signal,
+    async () => {
+      if (++opened === 7) ctl.abort();
+    },
+    { reopenAtEnd: true, failed: () => true, sleep: async (ms) => void waits.push(ms) },
+  );
+  assert.equal(opened, 7);
+  assert.deepEqual(waits, [500, 1000, 2000, 4000, 8000, 10_000], "doubling up to 10 s");
+
+  const aborted = new AbortController();
+  let told = false;
+  await keepReading(
+    aborted.signal,
+    async () => {
+      aborted.abort();
+      throw lost();
+    },
+    { failed: () => (told = true), sleep: async () => undefined },
+  );
+  assert.equal(told, false, "a stream the page closed is no failure");
 });

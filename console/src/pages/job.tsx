@@ -4,7 +4,7 @@ import { Code, ConnectError, v1 } from "@kiln-ml/sdk/browser";
 import { client, errorText, namespace } from "../api.js";
 import { MetricChart } from "../components/chart.js";
 import { Confirm } from "../components/confirm.js";
-import { repeatUnanswered, unanswered } from "../retry.js";
+import { keepReading, repeatUnanswered, unanswered } from "../retry.js";
 import { age, duration, metricValue, placements, stateName, topologyAsked } from "../format.js";
 
 type Series = { xs: number[]; ys: number[]; byStep: boolean };
@@ -60,29 +60,28 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
   // The job, live.
   useEffect(() => {
     const ctl = new AbortController();
-    (async () => {
-      let backoff = 500;
-      while (!ctl.signal.aborted) {
-        try {
-          for await (const ev of client().jobs.watchTrainJobs({ namespace: ns, name, heartbeatSeconds: 30 }, { signal: ctl.signal })) {
-            if (ev.type === v1.WatchEventType.DELETED) setGone(true);
-            else if (ev.trainJob) {
-              setJob(ev.trainJob);
-              setGone(false);
-            }
-            backoff = 500;
-            setError("");
+    void keepReading(
+      ctl.signal,
+      async (got) => {
+        for await (const ev of client().jobs.watchTrainJobs({ namespace: ns, name, heartbeatSeconds: 30 }, { signal: ctl.signal })) {
+          if (ev.type === v1.WatchEventType.DELETED) setGone(true);
+          else if (ev.trainJob) {
+            setJob(ev.trainJob);
+            setGone(false);
           }
-        } catch (e) {
-          if (ctl.signal.aborted) return;
+          got();
+          setError("");
+        }
+      },
+      {
+        reopenAtEnd: true,
+        failed: (e) => {
           fail(e);
           const c = ConnectError.from(e).code;
-          if (c === Code.Unauthenticated || c === Code.PermissionDenied) return;
-        }
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, 10_000);
-      }
-    })();
+          return c !== Code.Unauthenticated && c !== Code.PermissionDenied;
+        },
+      },
+    );
     const tick = setInterval(() => setNow(Date.now()), 1000);
     return () => {
       ctl.abort();
@@ -113,29 +112,27 @@ export function JobPage({ name, onUnauthenticated }: { name: string; onUnauthent
   // Its metrics: the history, then live points, until it finishes.
   useEffect(() => {
     const ctl = new AbortController();
-    (async () => {
-      // A stream the network cut is opened again: it starts with the whole history.
-      for (let backoff = 500; !ctl.signal.aborted; backoff = Math.min(backoff * 2, 10_000)) {
-        try {
-          for await (const ev of client().jobs.watchTrainJobMetrics({ namespace: ns, name }, { signal: ctl.signal })) {
-            if (ev.event.case === "history") setSeries(addPoints(new Map(), ev.event.value.series, true));
-            else if (ev.event.case === "points") {
-              const pts = ev.event.value.series;
-              setSeries((s) => addPoints(s, pts, false));
-            }
-            backoff = 500;
+    // A stream the network cut is opened again: it starts with the whole history.
+    void keepReading(
+      ctl.signal,
+      async (got) => {
+        for await (const ev of client().jobs.watchTrainJobMetrics({ namespace: ns, name }, { signal: ctl.signal })) {
+          if (ev.event.case === "history") setSeries(addPoints(new Map(), ev.event.value.series, true));
+          else if (ev.event.case === "points") {
+            const pts = ev.event.value.series;
+            setSeries((s) => addPoints(s, pts, false));
           }
-          return;
-        } catch (e) {
-          if (ctl.signal.aborted) return;
-          if (!unanswered(e)) {
-            if (ConnectError.from(e).code !== Code.NotFound) setError(`Metrics: ${errorText(e)}`);
-            return;
-          }
+          got();
         }
-        await new Promise((r) => setTimeout(r, backoff));
-      }
-    })();
+      },
+      {
+        failed: (e) => {
+          if (unanswered(e)) return true;
+          if (ConnectError.from(e).code !== Code.NotFound) setError(`Metrics: ${errorText(e)}`);
+          return false;
+        },
+      },
+    );
     return () => ctl.abort();
   }, [ns, name]);
 
@@ -327,40 +324,38 @@ function Logs({ job, steps: all, kept }: { job: v1.TrainJob; steps: v1.Step[]; k
     const ctl = new AbortController();
     setLines([]);
     setError("");
-    (async () => {
-      // A stream the network cut is read again from its tail.
-      for (let backoff = 500; !ctl.signal.aborted; backoff = Math.min(backoff * 2, 10_000)) {
-        try {
-          const earlier = attempt === "" ? undefined : Number(attempt);
-          const stream = client().jobs.streamLogs(
-            { namespace: job.namespace, name: job.name, step, follow: follow && earlier === undefined, tailLines: BigInt(2000), attempt: earlier },
-            { signal: ctl.signal },
-          );
-          let first = true;
-          for await (const res of stream) {
-            if (first) setLines([]);
-            first = false;
-            backoff = 500;
-            const add = res.lines.map((l) => {
-              const where = l.attempt > 0 && earlier === undefined ? `${l.step} attempt ${l.attempt}` : l.step;
-              return steps.length > 1 && !step ? `[${where}] ${l.text}` : l.text;
-            });
-            setLines((prev) => {
-              const next = prev.concat(add);
-              return next.length > 5000 ? next.slice(next.length - 5000) : next;
-            });
-          }
-          return;
-        } catch (e) {
-          if (ctl.signal.aborted) return;
-          if (!unanswered(e)) {
-            setError(errorText(e));
-            return;
-          }
+    // A stream the network cut is read again from its tail.
+    void keepReading(
+      ctl.signal,
+      async (got) => {
+        const earlier = attempt === "" ? undefined : Number(attempt);
+        const stream = client().jobs.streamLogs(
+          { namespace: job.namespace, name: job.name, step, follow: follow && earlier === undefined, tailLines: BigInt(2000), attempt: earlier },
+          { signal: ctl.signal },
+        );
+        let first = true;
+        for await (const res of stream) {
+          if (first) setLines([]);
+          first = false;
+          got();
+          const add = res.lines.map((l) => {
+            const where = l.attempt > 0 && earlier === undefined ? `${l.step} attempt ${l.attempt}` : l.step;
+            return steps.length > 1 && !step ? `[${where}] ${l.text}` : l.text;
+          });
+          setLines((prev) => {
+            const next = prev.concat(add);
+            return next.length > 5000 ? next.slice(next.length - 5000) : next;
+          });
         }
-        await new Promise((r) => setTimeout(r, backoff));
-      }
-    })();
+      },
+      {
+        failed: (e) => {
+          if (unanswered(e)) return true;
+          setError(errorText(e));
+          return false;
+        },
+      },
+    );
     return () => ctl.abort();
   }, [job.namespace, job.name, step, follow, attempt]);
   useEffect(() => {

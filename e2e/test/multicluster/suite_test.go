@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -111,7 +112,7 @@ func clusterState(ctx context.Context, c client.Client) []string {
 		return []string{"listing TrainJobs: " + err.Error()}
 	}
 	for _, tj := range jobs.Items {
-		out = append(out, fmt.Sprintf("TrainJob %s managedBy=%s start=%s completion=%s %s", tj.Name, ptrString(tj.Spec.ManagedBy),
+		out = append(out, fmt.Sprintf("TrainJob %s managedBy=%s start=%s completion=%s %s", tj.Name, ptr.Deref(tj.Spec.ManagedBy, "-"),
 			timeString(tj.Status.StartTime), timeString(tj.Status.CompletionTime), conditions(tj.Status.Conditions)))
 	}
 	wls := &kueuev1beta2.WorkloadList{}
@@ -127,7 +128,7 @@ func clusterState(ctx context.Context, c client.Client) []string {
 		if len(wl.OwnerReferences) > 0 {
 			owner = wl.OwnerReferences[0].Name
 		}
-		out = append(out, fmt.Sprintf("Workload %s of %s cluster=%s checks=[%s] %s", wl.Name, owner, ptrString(wl.Status.ClusterName),
+		out = append(out, fmt.Sprintf("Workload %s of %s cluster=%s checks=[%s] %s", wl.Name, owner, ptr.Deref(wl.Status.ClusterName, "-"),
 			strings.Join(checks, " "), conditions(wl.Status.Conditions)))
 	}
 	sets := &jobsetv1alpha2.JobSetList{}
@@ -135,7 +136,7 @@ func clusterState(ctx context.Context, c client.Client) []string {
 		out = append(out, "listing JobSets: "+err.Error())
 	}
 	for _, js := range sets.Items {
-		out = append(out, fmt.Sprintf("JobSet %s suspend=%t %s", js.Name, js.Spec.Suspend != nil && *js.Spec.Suspend, conditions(js.Status.Conditions)))
+		out = append(out, fmt.Sprintf("JobSet %s suspend=%t %s", js.Name, ptr.Deref(js.Spec.Suspend, false), conditions(js.Status.Conditions)))
 	}
 	return out
 }
@@ -153,11 +154,4 @@ func timeString(t *metav1.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.TimeOnly)
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return "-"
-	}
-	return *s
 }

@@ -45,6 +45,8 @@ func (h *defaulting) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	before := tj.DeepCopy()
 	if err := h.defaulter.Default(admission.NewContextWithRequest(ctx, req), tj); err != nil {
+		// The Defaulter's errors are plain ones (no API status): refused with their text, as
+		// controller-runtime's defaulter refuses them.
 		return admission.Denied(err.Error())
 	}
 	ops, ok := defaultingPatch(before, tj)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +146,14 @@ func TestDefaultingPatchesWhatTheDefaulterChanged(t *testing.T) {
 			Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","spec":{"trainer":{"numNodes":"two"}}}`)}}}
 		if res := h.Handle(context.Background(), req); res.Allowed || res.Result == nil || res.Result.Code != http.StatusBadRequest {
 			t.Errorf("an undecodable object: %+v, want 400 (schemaFirst lets the schema name the field)", res.Result)
+		}
+		// The Defaulter's own error (an old object it cannot read) is refused as the generic defaulter refuses it.
+		req = admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update,
+			Object: raw(t, created), OldObject: runtime.RawExtension{Raw: []byte(`{"spec":`)}}}
+		res, want := h.Handle(context.Background(), req), h.generic.Handle(context.Background(), req)
+		if res.Allowed || res.Result == nil || !strings.Contains(res.Result.Message, "decoding the TrainJob before the update") ||
+			!apiequality.Semantic.DeepEqual(res.AdmissionResponse, want.AdmissionResponse) {
+			t.Errorf("the Defaulter's error: %+v, want the generic defaulter's %+v", res.Result, want.Result)
 		}
 	})
 }
