@@ -161,7 +161,10 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	snapshotSelector := labels.SelectorFromSet(labels.Set{trainer.LabelRuntimeSnapshot: "true"})
+	snapshotSelector, err := labels.NewRequirement(trainer.LabelRuntimeSnapshot, selection.In, []string{trainer.OwnSnapshot, trainer.SharedSnapshot})
+	if err != nil {
+		return nil, err
+	}
 	keptLogSelector, err := labels.NewRequirement(kiln.LabelAttemptLogsOf, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -173,7 +176,7 @@ func NewClients(cfg *rest.Config, o Options) (*Clients, error) {
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*podSelector)},
-			&corev1.ConfigMap{}: {Label: snapshotSelector},
+			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*snapshotSelector)},
 		},
 	})
 	if err != nil {

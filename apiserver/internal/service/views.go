@@ -159,15 +159,20 @@ func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.Ru
 	cm := &corev1.ConfigMap{}
 	err := v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainer.RuntimeSnapshotName(tj.Name)}, cm)
 	if err == nil && isOwnedBy(cm.OwnerReferences, tj.UID) {
-		snap, err := trainer.DecodeRuntimeSnapshot(cm)
-		if err != nil {
-			return nil
-		}
-		v.pinned.Add(tj.UID, snap.Spec.RunPolicy)
-		return snap.Spec.RunPolicy
+		return v.pinnedPolicy(tj, cm)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil
+	}
+	// Most jobs share the snapshot of the runtime version they were admitted against.
+	if hash := tj.Annotations[trainer.AnnotationRuntimeSnapshot]; hash != "" {
+		err := v.kube.Cache.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainer.SharedRuntimeSnapshotName(hash)}, cm)
+		if err == nil && trainer.IsSharedRuntimeSnapshot(cm, hash) {
+			return v.pinnedPolicy(tj, cm)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil
+		}
 	}
 	// Not pinned yet: the runtime as it is now, which is what the operator will pin.
 	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
@@ -188,6 +193,16 @@ func (v *views) runPolicy(ctx context.Context, tj *trainer.TrainJob) *trainer.Ru
 		return nil
 	}
 	return spec.RunPolicy
+}
+
+// pinnedPolicy is the runPolicy of the job's snapshot cm, remembered for the job.
+func (v *views) pinnedPolicy(tj *trainer.TrainJob, cm *corev1.ConfigMap) *trainer.RunPolicy {
+	snap, err := trainer.DecodeRuntimeSnapshot(cm)
+	if err != nil {
+		return nil
+	}
+	v.pinned.Add(tj.UID, snap.Spec.RunPolicy)
+	return snap.Spec.RunPolicy
 }
 
 func isOwnedBy(refs []metav1.OwnerReference, uid types.UID) bool {

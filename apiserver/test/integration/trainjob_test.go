@@ -136,6 +136,36 @@ var _ = Describe("TrainJobService", func() {
 				}
 			})
 
+			It("shows the run policy of the shared snapshot the job was stamped with at admission", func(ctx SpecContext) {
+				job := newJob(name("shared"))
+				job.Spec.ActiveDeadlineSeconds = nil
+				created := create(ctx, alice, "team-a", job)
+				Expect(created.GetStatus().GetActiveDeadlineSeconds()).To(BeEquivalentTo(7200), "not pinned yet: the runtime as it is")
+				// What the operator's webhook and controller store: the job stamped with the hash
+				// of its runtime at admission, and the one snapshot of that hash in the namespace.
+				data := "kind: ClusterTrainingRuntime\nname: torch-distributed\nspec:\n" +
+					"  runPolicy: {activeDeadlineSeconds: 90, ttlSecondsAfterFinished: 45}\n  template: {}\n"
+				hash := trainer.RuntimeSnapshotHash(data)
+				tj := &trainer.TrainJob{}
+				Expect(admin.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: name("shared")}, tj)).To(Succeed())
+				tj.Annotations = map[string]string{trainer.AnnotationRuntimeSnapshot: hash}
+				Expect(admin.Update(ctx, tj)).To(Succeed())
+				// Shared: the spec's second run (the other protocol) finds the first's.
+				Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{
+						Namespace: "team-a", Name: trainer.SharedRuntimeSnapshotName(hash),
+						Labels: map[string]string{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot},
+					},
+					Data: map[string]string{trainer.RuntimeSnapshotKey: data},
+				}))).To(Succeed())
+				Eventually(ctx, func(g Gomega) {
+					res, err := alice.jobs.GetTrainJob(ctx, connect.NewRequest(&kilnv1.GetTrainJobRequest{Namespace: "team-a", Name: name("shared")}))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(res.Msg.GetTrainJob().GetStatus().GetActiveDeadlineSeconds()).To(BeEquivalentTo(90))
+					g.Expect(res.Msg.GetTrainJob().GetStatus().GetTtlSecondsAfterFinished()).To(BeEquivalentTo(45))
+				}).Should(Succeed())
+			})
+
 			It("creates a job from a manifest, strictly", func(ctx SpecContext) {
 				manifest := fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/operator/internal/render"
@@ -27,9 +27,12 @@ func runtimeKind(tj *trainer.TrainJob) string {
 	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
 }
 
-// pinnedRuntime returns the runtime spec the TrainJob renders from. On the first reconcile
-// it reads the live runtime and stores it in a ConfigMap owned by the TrainJob, so editing
-// the runtime later never changes this job (the same ConfigMap upstream Trainer keeps).
+// pinnedRuntime returns the runtime spec the TrainJob renders from, pinned so that editing the
+// runtime later never changes this job. A job stamped with the hash of its runtime at
+// admission (trainer.AnnotationRuntimeSnapshot) renders from the shared snapshot of that hash
+// in its namespace, stored by the first job that needs it; a job not stamped, or whose
+// runtime changed between its admission and its first reconcile, is pinned to the runtime as
+// it is at its first reconcile, in a ConfigMap of its own owned by the job.
 //
 // The snapshots are not cached: the process keeps each job's decoded snapshot from its
 // create on (snapshotSpecs), and after a restart lists them all once (snapshotSpecs.load).
@@ -45,8 +48,102 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 	if spec, ok := r.snapshots.get(tj); ok {
 		return spec, nil
 	}
-	key := client.ObjectKey{Namespace: tj.Namespace, Name: snapshotName(tj)}
+	var snap *trainer.RuntimeSnapshot
+	if hash := tj.Annotations[trainer.AnnotationRuntimeSnapshot]; hash != "" {
+		spec, live, err := r.pinShared(ctx, tj, hash)
+		if spec != nil || err != nil {
+			return spec, err
+		}
+		snap = live
+	}
+	if snap == nil {
+		var err error
+		if snap, err = r.readRuntime(ctx, tj); err != nil {
+			return nil, err
+		}
+	}
+	data, _, err := trainer.EncodeRuntimeSnapshot(snap)
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            snapshotName(tj),
+			Namespace:       tj.Namespace,
+			Labels:          map[string]string{trainer.LabelRuntimeSnapshot: trainer.OwnSnapshot},
+			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(tj)},
+		},
+		Data: map[string]string{trainer.RuntimeSnapshotKey: data},
+	}
+	err = r.client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		// Pinned already, but not in the list this process loaded: by the previous leader
+		// during a handover, by a Kiln that did not label its snapshots, or it is someone
+		// else's ConfigMap (decode says so).
+		if err := r.live.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			return nil, fmt.Errorf("reading runtime snapshot: %w", err)
+		}
+		return r.snapshots.decode(tj, cm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storing runtime snapshot: %w", err)
+	}
+	return r.snapshots.decode(tj, cm)
+}
 
+// pinShared pins a stamped TrainJob to the shared snapshot of its hash: the one this process
+// knows, else the runtime as it is now when its hash is still the stamp's, stored as that
+// snapshot. When the runtime changed since the job's admission it returns no spec and the
+// runtime as it is now, for a snapshot of the job's own. It holds the collector's lock, so that
+// no snapshot is deleted between being found unreferenced and a job pinning it.
+func (r *TrainJobReconciler) pinShared(ctx context.Context, tj *trainer.TrainJob, hash string) (*trainer.TrainingRuntimeSpec, *trainer.RuntimeSnapshot, error) {
+	r.snapshots.sharedMu.Lock()
+	defer r.snapshots.sharedMu.Unlock()
+	if spec, ok := r.snapshots.pinShared(tj, hash); ok {
+		return spec, nil, nil
+	}
+	snap, err := r.readRuntime(ctx, tj)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, got, err := trainer.EncodeRuntimeSnapshot(snap)
+	if err != nil {
+		return nil, nil, err
+	}
+	if got != hash {
+		return nil, snap, nil
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      trainer.SharedRuntimeSnapshotName(hash),
+			Namespace: tj.Namespace,
+			Labels:    map[string]string{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot},
+		},
+		Data: map[string]string{trainer.RuntimeSnapshotKey: data},
+	}
+	err = r.client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		// Stored since this process listed them (another leader's), or someone else's.
+		if err := r.live.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			return nil, nil, fmt.Errorf("reading runtime snapshot: %w", err)
+		}
+		if !trainer.IsSharedRuntimeSnapshot(cm, hash) {
+			return nil, nil, fmt.Errorf("%w: ConfigMap %s is in the way of the snapshot of runtime %s (Kiln's is labelled %s=%s and holds the runtime whose hash ends its name): delete or rename it",
+				errForeignSnapshot, cm.Name, snap.Name, trainer.LabelRuntimeSnapshot, trainer.SharedSnapshot)
+		}
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("storing runtime snapshot: %w", err)
+	}
+	spec, err := r.snapshots.keepShared(tj.Namespace, hash, cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.snapshots.pinTo(tj, spec)
+	return spec.DeepCopy(), nil, nil
+}
+
+// readRuntime reads the TrainJob's runtime as it is now, as a snapshot.
+func (r *TrainJobReconciler) readRuntime(ctx context.Context, tj *trainer.TrainJob) (*trainer.RuntimeSnapshot, error) {
 	var err error
 	snap := &trainer.RuntimeSnapshot{Kind: runtimeKind(tj), Name: tj.Spec.RuntimeRef.Name}
 	switch snap.Kind {
@@ -67,33 +164,7 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 	if err != nil {
 		return nil, fmt.Errorf("reading %s %s: %w", snap.Kind, snap.Name, err)
 	}
-	data, err := yaml.Marshal(snap)
-	if err != nil {
-		return nil, fmt.Errorf("encoding runtime snapshot: %w", err)
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            snapshotName(tj),
-			Namespace:       tj.Namespace,
-			Labels:          map[string]string{trainer.LabelRuntimeSnapshot: "true"},
-			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(tj)},
-		},
-		Data: map[string]string{trainer.RuntimeSnapshotKey: string(data)},
-	}
-	err = r.client.Create(ctx, cm)
-	if apierrors.IsAlreadyExists(err) {
-		// Pinned already, but not in the list this process loaded: by the previous leader
-		// during a handover, by a Kiln that did not label its snapshots, or it is someone
-		// else's ConfigMap (decode says so).
-		if err := r.live.Get(ctx, key, cm); err != nil {
-			return nil, fmt.Errorf("reading runtime snapshot: %w", err)
-		}
-		return r.snapshots.decode(tj, cm)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("storing runtime snapshot: %w", err)
-	}
-	return r.snapshots.decode(tj, cm)
+	return snap, nil
 }
 
 // errForeignSnapshot: the ConfigMap under the name of the TrainJob's runtime snapshot is
@@ -107,11 +178,18 @@ type snapshotSpecs struct {
 	mu     sync.Mutex
 	byJob  map[types.NamespacedName]pinnedSpec
 	byData map[string]*trainer.TrainingRuntimeSpec
+	// shared are the shared snapshots this process stored or read, by namespace and hash.
+	shared map[sharedSnapshot]*trainer.TrainingRuntimeSpec
+	// sharedMu is held while a job is pinned to a shared snapshot, and while the collector
+	// finds one unreferenced and deletes it.
+	sharedMu sync.Mutex
 
 	// loadMu is held while the snapshots are listed (load), loaded once they were.
 	loadMu sync.Mutex
 	loaded bool
 }
+
+type sharedSnapshot struct{ namespace, hash string }
 
 type pinnedSpec struct {
 	uid  types.UID
@@ -136,8 +214,8 @@ func (s *snapshotSpecs) get(tj *trainer.TrainJob) (*trainer.TrainingRuntimeSpec,
 }
 
 // load lists the runtime snapshots (ConfigMaps labelled as such) of every namespace, once per
-// process, and remembers each for the TrainJob that owns it, so that after a restart the
-// jobs find their snapshots without a read each. Any snapshot created since is this
+// process, and remembers each for the TrainJob that owns it, or as the shared snapshot it is,
+// so that after a restart the jobs find their snapshots without a read each. Any snapshot created since is this
 // process's own, remembered when it was created, or the previous leader's during a handover,
 // which the create finds in the way and reads. Callers wait for a load under way; one that
 // failed is tried again by the next.
@@ -147,7 +225,7 @@ func (s *snapshotSpecs) load(ctx context.Context, live client.Reader) error {
 	if s.loaded {
 		return nil
 	}
-	snapshots := client.MatchingLabels{trainer.LabelRuntimeSnapshot: "true"}
+	snapshots := client.HasLabels{trainer.LabelRuntimeSnapshot}
 	for page := ""; ; {
 		list := &corev1.ConfigMapList{}
 		if err := live.List(ctx, list, snapshots, client.Limit(snapshotPage), client.Continue(page)); err != nil {
@@ -168,6 +246,12 @@ func (s *snapshotSpecs) load(ctx context.Context, live client.Reader) error {
 // controller and its name say so) and decodes; anything else is left for the job's own
 // reconcile to find and report.
 func (s *snapshotSpecs) remember(cm *corev1.ConfigMap) {
+	if cm.Labels[trainer.LabelRuntimeSnapshot] == trainer.SharedSnapshot {
+		if hash, ok := strings.CutPrefix(cm.Name, trainer.SharedRuntimeSnapshotName("")); ok && trainer.IsSharedRuntimeSnapshot(cm, hash) {
+			_, _ = s.keepShared(cm.Namespace, hash, cm)
+		}
+		return
+	}
 	owner := metav1.GetControllerOf(cm)
 	if owner == nil || owner.Kind != trainer.TrainJobKind || owner.APIVersion != trainer.GroupVersion.String() ||
 		cm.Name != trainer.RuntimeSnapshotName(owner.Name) {
@@ -198,28 +282,85 @@ func (s *snapshotSpecs) decode(tj *trainer.TrainJob, cm *corev1.ConfigMap) (*tra
 // keep decodes cm (once per distinct content) and remembers it as the snapshot of the
 // TrainJob key of that uid.
 func (s *snapshotSpecs) keep(key types.NamespacedName, uid types.UID, cm *corev1.ConfigMap) (*trainer.TrainingRuntimeSpec, error) {
+	spec, err := s.decoded(cm)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byJob == nil {
+		s.byJob = map[types.NamespacedName]pinnedSpec{}
+	}
+	s.byJob[key] = pinnedSpec{uid: uid, spec: spec}
+	return spec, nil
+}
+
+// decoded is cm's snapshot, decoded once per distinct content: the jobs of one runtime
+// version share one copy.
+func (s *snapshotSpecs) decoded(cm *corev1.ConfigMap) (*trainer.TrainingRuntimeSpec, error) {
 	data := cm.Data[trainer.RuntimeSnapshotKey]
 	s.mu.Lock()
 	spec, ok := s.byData[data]
 	s.mu.Unlock()
-	if !ok {
-		snap, err := trainer.DecodeRuntimeSnapshot(cm)
-		if err != nil {
-			return nil, err
-		}
-		spec = &snap.Spec
+	if ok {
+		return spec, nil
+	}
+	snap, err := trainer.DecodeRuntimeSnapshot(cm)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byJob == nil || len(s.byData) >= maxDistinctSnapshots {
+	if s.byData == nil || len(s.byData) >= maxDistinctSnapshots {
 		s.byData = map[string]*trainer.TrainingRuntimeSpec{}
 	}
+	s.byData[data] = &snap.Spec
+	return &snap.Spec, nil
+}
+
+// pinShared pins tj to the shared snapshot of that hash, if this process has it.
+func (s *snapshotSpecs) pinShared(tj *trainer.TrainJob, hash string) (*trainer.TrainingRuntimeSpec, bool) {
+	s.mu.Lock()
+	spec, ok := s.shared[sharedSnapshot{tj.Namespace, hash}]
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	s.pinTo(tj, spec)
+	return spec.DeepCopy(), true
+}
+
+// pinTo remembers spec as tj's snapshot.
+func (s *snapshotSpecs) pinTo(tj *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.byJob == nil {
 		s.byJob = map[types.NamespacedName]pinnedSpec{}
 	}
-	s.byData[data] = spec
-	s.byJob[key] = pinnedSpec{uid: uid, spec: spec}
+	s.byJob[client.ObjectKeyFromObject(tj)] = pinnedSpec{uid: tj.UID, spec: spec}
+}
+
+// keepShared decodes cm (once per distinct content) and remembers it as the shared snapshot of
+// that hash in its namespace.
+func (s *snapshotSpecs) keepShared(namespace, hash string, cm *corev1.ConfigMap) (*trainer.TrainingRuntimeSpec, error) {
+	spec, err := s.decoded(cm)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shared == nil {
+		s.shared = map[sharedSnapshot]*trainer.TrainingRuntimeSpec{}
+	}
+	s.shared[sharedSnapshot{namespace, hash}] = spec
 	return spec, nil
+}
+
+// forgetShared forgets a shared snapshot (the collector deletes it).
+func (s *snapshotSpecs) forgetShared(namespace, hash string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shared, sharedSnapshot{namespace, hash})
 }
 
 func (s *snapshotSpecs) forget(tj types.NamespacedName) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -179,5 +180,154 @@ func TestPinnedRuntimeAfterARestart(t *testing.T) {
 	again.UID = "u-a-again"
 	if _, err := r.pinnedRuntime(ctx, again); !errors.Is(err, errForeignSnapshot) {
 		t.Fatalf("a new job under the old one's name: err = %v, want the snapshot conflict", err)
+	}
+}
+
+// Jobs stamped with their runtime's hash at admission share one snapshot, stored once and
+// owned by nobody; after a restart a stamped job gets the snapshot of its stamp though the
+// runtime changed since; a job whose runtime changed between its admission and its first
+// reconcile is pinned to a snapshot of its own; a ConfigMap in the way is reported; and the
+// sweep deletes the shared snapshots no job names, and nothing else.
+func TestSharedRuntimeSnapshots(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := func(deadline int64) trainer.TrainingRuntimeSpec {
+		return trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To(deadline)}}
+	}
+	hashOf := func(deadline int64) string {
+		_, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec(deadline)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hash
+	}
+	job := func(name, stamp string) *trainer.TrainJob {
+		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name)},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
+		if stamp != "" {
+			tj.Annotations = map[string]string{trainer.AnnotationRuntimeSnapshot: stamp}
+		}
+		return tj
+	}
+	rt := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}, Spec: spec(60)}
+	h60 := hashOf(60)
+	a, b := job("a", h60), job("b", h60)
+	var creates int
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(rt, a, b).Build(), interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				creates++
+			}
+			return cl.Create(ctx, obj, opts...)
+		},
+	})
+	ctx := context.Background()
+	deadline := func(r *TrainJobReconciler, tj *trainer.TrainJob) int64 {
+		t.Helper()
+		got, err := r.pinnedRuntime(ctx, tj)
+		if err != nil {
+			t.Fatalf("%s: %v", tj.Name, err)
+		}
+		return *got.RunPolicy.ActiveDeadlineSeconds
+	}
+	snapshots := func() []string {
+		t.Helper()
+		list := &corev1.ConfigMapList{}
+		if err := c.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, cm := range list.Items {
+			names = append(names, cm.Name+"="+cm.Labels[trainer.LabelRuntimeSnapshot])
+		}
+		return names
+	}
+	r := NewTrainJobReconciler(c, c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(t0))
+	if deadline(r, a) != 60 || deadline(r, b) != 60 {
+		t.Fatal("the stamped jobs are not pinned to their runtime")
+	}
+	shared := trainer.SharedRuntimeSnapshotName(h60)
+	if got := snapshots(); creates != 1 || !slices.Equal(got, []string{shared + "=" + trainer.SharedSnapshot}) {
+		t.Fatalf("%d ConfigMap creates, snapshots %v; want one create of %s", creates, got, shared)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: shared}, cm); err != nil || len(cm.OwnerReferences) != 0 {
+		t.Fatalf("the shared snapshot: %v, owners %v; want it owned by nobody", err, cm.OwnerReferences)
+	}
+
+	// The runtime is edited; c was admitted before the edit, d after it but its first
+	// reconcile finds the runtime edited again (its stamp matches no runtime now).
+	rt.Spec = spec(600)
+	if err := c.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	cj, dj := job("c", h60), job("d", hashOf(300))
+	for _, tj := range []*trainer.TrainJob{cj, dj} {
+		if err := c.Create(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := NewTrainJobReconciler(c, c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(t0))
+	if got := deadline(restarted, cj); got != 60 {
+		t.Fatalf("after a restart, a job stamped before the edit renders with a deadline of %d s, want its stamp's 60 s", got)
+	}
+	if got := deadline(restarted, dj); got != 600 {
+		t.Fatalf("a job whose runtime changed since its admission: deadline %d s, want the runtime's 600 s", got)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: snapshotName(dj)}, cm); err != nil || !metav1.IsControlledBy(cm, dj) {
+		t.Fatalf("the job pinned at its first reconcile: %v; want a snapshot of its own, owned by it", err)
+	}
+
+	// Someone else's ConfigMap under a shared snapshot's name.
+	h600 := hashOf(600)
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: trainer.SharedRuntimeSnapshotName(h600),
+		Labels: map[string]string{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot}}, Data: map[string]string{trainer.RuntimeSnapshotKey: "kind: x\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	ej := job("e", h600)
+	if err := c.Create(ctx, ej); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.pinnedRuntime(ctx, ej); !errors.Is(err, errForeignSnapshot) {
+		t.Fatalf("a ConfigMap in the way of a shared snapshot: err = %v, want the snapshot conflict", err)
+	}
+
+	// The sweep: h60 is still named by c, then by nobody.
+	for _, tj := range []*trainer.TrainJob{a, b} {
+		if err := c.Delete(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := restarted.sweepSnapshots(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep while c names the snapshot: %d deleted, %v; want none", n, err)
+	}
+	if err := c.Delete(ctx, cj); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := restarted.sweepSnapshots(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep once nobody names it: %d deleted, %v; want 1", n, err)
+	}
+	want := []string{snapshotName(dj) + "=" + trainer.OwnSnapshot, trainer.SharedRuntimeSnapshotName(h600) + "=" + trainer.SharedSnapshot}
+	if got := snapshots(); !slices.Equal(got, want) {
+		t.Fatalf("after the sweep: %v, want %v (the foreign ConfigMap and the job's own snapshot left alone)", got, want)
+	}
+	// Forgotten with it: a job stamped h60 now (the runtime edited back) stores it again.
+	rt.Spec = spec(60)
+	if err := c.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	fj := job("f", h60)
+	if err := c.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+	if got := deadline(restarted, fj); got != 60 {
+		t.Fatalf("a job stamped with a swept hash: deadline %d, want 60", got)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: shared}, cm); err != nil {
+		t.Fatalf("the swept snapshot is not stored again for a new job: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -57,7 +58,7 @@ const cacheRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;patch;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=deletecollection
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io;scheduling.volcano.sh,resources=podgroups,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;patch;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;patch;update;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
@@ -73,8 +74,10 @@ type TrainJobReconciler struct {
 	expect    expectations
 	batches   statusBatches
 	snapshots snapshotSpecs
-	retries   applyRetries
-	stopper   *jobSetStopper
+	// snapshotSweep is how often unreferenced shared snapshots are deleted (runtime_snapshot_gc.go).
+	snapshotSweep time.Duration
+	retries       applyRetries
+	stopper       *jobSetStopper
 	// statusServer is where trainers report progress (trainer_status.go); cas, the
 	// namespaces holding its CA certificate.
 	statusServer StatusServer
@@ -247,6 +250,9 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	r.stopper.ctx = ctx
+	if err := mgr.Add(manager.RunnableFunc(r.collectSnapshots)); err != nil {
+		return fmt.Errorf("adding the runtime snapshots' collector: %w", err)
+	}
 	if err := registerStateCollector(mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("registering the kiln_trainjobs metric: %w", err)
 	}

@@ -111,7 +111,7 @@ func TestDefaultingPatchesWhatTheDefaulterChanged(t *testing.T) {
 		wantOps  int
 	}{
 		"a new job: the patch without a time stamped, the runtime's annotation inherited": {op: admissionv1.Create, obj: created, wantOps: 2},
-		"a new job with annotations of its own":                                           {op: admissionv1.Create, obj: withOwn, wantOps: 1},
+		"a new job with annotations of its own":                                           {op: admissionv1.Create, obj: withOwn, wantOps: 2},
 		"Kueue's rewrite: its TTL and the other manager's field restored, its changed patch stamped": {
 			op: admissionv1.Update, user: kueueUser, obj: rewritten, old: stored, wantOps: 3},
 		"a user's change of a patch":              {op: admissionv1.Update, user: "alice", obj: changed, old: stored, wantOps: 1},

@@ -1,10 +1,7 @@
 package webhook
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
@@ -14,19 +11,11 @@ import (
 // inheritProgressDeadline gives a new TrainJob its runtime's kiln.dev/progress-deadline
 // unless it sets its own: pinned at creation like the rest of the runtime, and visible on
 // the job. A runtime that cannot be read is the validator's to report.
-func inheritProgressDeadline(ctx context.Context, r client.Reader, tj *trainer.TrainJob) {
-	if r == nil {
+func inheritProgressDeadline(rt client.Object, tj *trainer.TrainJob) {
+	if rt == nil {
 		return
 	}
 	if _, ok := tj.Annotations[kiln.AnnotationProgressDeadline]; ok {
-		return
-	}
-	var rt client.Object = &trainer.ClusterTrainingRuntime{}
-	key := client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}
-	if ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind) == trainer.TrainingRuntimeKind {
-		rt, key.Namespace = &trainer.TrainingRuntime{}, tj.Namespace
-	}
-	if err := r.Get(ctx, key, rt); err != nil {
 		return
 	}
 	if v, ok := rt.GetAnnotations()[kiln.AnnotationProgressDeadline]; ok {

@@ -1,6 +1,6 @@
 // Package webhook holds the TrainJob admission webhooks: a defaulter that stamps runtime
-// patches with the time they changed, and a validator whose messages name the field and
-// the fix.
+// patches with the time they changed and a new job with its runtime version's hash (the
+// snapshot it is pinned to), and a validator whose messages name the field and the fix.
 package webhook
 
 import (
@@ -87,13 +87,15 @@ func (h schemaFirst) Handle(ctx context.Context, req admission.Request) admissio
 	return res
 }
 
-// Defaulter stamps each runtime patch with the time it last changed, and keeps Kiln's own
-// fields when a client that does not know them rewrites the TrainJob.
+// Defaulter stamps each runtime patch with the time it last changed and a new job with the
+// hash of its runtime (pinning.go), and keeps Kiln's own fields when a client that does not
+// know them rewrites the TrainJob.
 type Defaulter struct {
 	clock       clock.PassiveClock
 	preserveFor []string
-	// runtimes reads a new job's runtime, for the annotations it passes on.
+	// runtimes reads a new job's runtime, for the annotations it passes on and its hash.
 	runtimes client.Reader
+	hashes   snapshotHashes
 }
 
 // Default sets runtimePatches[].time on new or changed patches, keeping it on unchanged ones.
@@ -101,7 +103,9 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 	old := map[string]trainer.RuntimePatch{}
 	req, reqErr := admission.RequestFromContext(ctx)
 	if reqErr == nil && len(req.OldObject.Raw) == 0 {
-		inheritProgressDeadline(ctx, d.runtimes, tj)
+		rt, spec := d.runtimeOf(ctx, tj)
+		inheritProgressDeadline(rt, tj)
+		d.stampSnapshot(tj, rt, spec)
 	}
 	if reqErr == nil && len(req.OldObject.Raw) > 0 {
 		prev := &trainer.TrainJob{}
@@ -111,6 +115,7 @@ func (d *Defaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
 		for _, p := range prev.Spec.RuntimePatches {
 			old[p.Manager] = p
 		}
+		keepSnapshotStamp(prev, tj)
 		// Kueue updates TrainJobs with upstream's Go types, whose encoding drops
 		// spec.ttlSecondsAfterFinished; such a write never means "remove the TTL".
 		if slices.Contains(d.preserveFor, req.UserInfo.Username) {

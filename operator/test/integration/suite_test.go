@@ -51,6 +51,9 @@ var (
 	cancel  context.CancelFunc
 )
 
+// snapshotSweep is how often the operator deletes the shared runtime snapshots no job names.
+const snapshotSweep = time.Second
+
 func TestIntegration(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Operator integration")
@@ -92,7 +95,8 @@ var _ = BeforeSuite(func() {
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{}).
+		WithSnapshotSweep(snapshotSweep)
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 	// CronTrainJobs run on a clock the specs move.
 	cronClock = clocktesting.NewFakeClock(time.Now())

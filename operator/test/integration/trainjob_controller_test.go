@@ -35,6 +35,13 @@ func namespacedTorchRuntime(ctx context.Context, ns, name string) *trainer.Train
 	return out
 }
 
+// runtimeHash is the hash the defaulting webhook stamps the jobs of rt with.
+func runtimeHash(rt *trainer.TrainingRuntime) string {
+	_, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.TrainingRuntimeKind, Name: rt.Name, Spec: rt.Spec})
+	Expect(err).NotTo(HaveOccurred())
+	return hash
+}
+
 func newTrainJob(ns, name, runtime string) *trainer.TrainJob {
 	return kilntesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, runtime).
 		NumNodes(2).Command("torchrun", "train.py").Obj()
@@ -63,20 +70,37 @@ func setJobSetCondition(ctx context.Context, tj *trainer.TrainJob, t jobsetv1alp
 }
 
 var _ = Describe("TrainJob controller", func() {
-	It("renders the JobSet, owned by the TrainJob, and pins the runtime", func(ctx context.Context) {
+	It("renders the JobSet, owned by the TrainJob, and pins the runtime: one snapshot for the jobs of a runtime version, deleted when no job names it", func(ctx context.Context) {
 		ns := newNamespace(ctx)
-		namespacedTorchRuntime(ctx, ns, "torch")
-		tj := newTrainJob(ns, "train", "torch")
+		rt := namespacedTorchRuntime(ctx, ns, "torch")
+		hash := runtimeHash(rt)
+		tj, other := newTrainJob(ns, "train", "torch"), newTrainJob(ns, "other", "torch")
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		Expect(tj.Annotations).To(HaveKeyWithValue(trainer.AnnotationRuntimeSnapshot, hash), "stamped at admission with its runtime's hash")
 		Eventually(ctx, func(g Gomega) {
 			js := jobSetOf(ctx, g, tj)
 			g.Expect(metav1.IsControlledBy(js, tj)).To(BeTrue())
 			g.Expect(js.Spec.ReplicatedJobs).To(HaveLen(1))
 			g.Expect(js.Spec.ReplicatedJobs[0].Template.Spec.Parallelism).To(HaveValue(BeEquivalentTo(2)))
-			cm := &corev1.ConfigMap{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "train-runtime-snapshot"}, cm)).To(Succeed())
-			g.Expect(metav1.IsControlledBy(cm, tj)).To(BeTrue())
+			jobSetOf(ctx, g, other)
 		}).Should(Succeed())
+		cms := &corev1.ConfigMapList{}
+		Expect(k8s.List(ctx, cms, client.InNamespace(ns), client.HasLabels{trainer.LabelRuntimeSnapshot})).To(Succeed())
+		Expect(cms.Items).To(HaveLen(1), "one snapshot for both jobs")
+		Expect(cms.Items[0].Name).To(Equal(trainer.SharedRuntimeSnapshotName(hash)))
+		Expect(cms.Items[0].OwnerReferences).To(BeEmpty())
+
+		By("deleting one job, then the other: the sweep deletes the snapshot once no job names it")
+		Expect(k8s.Delete(ctx, tj)).To(Succeed())
+		Consistently(ctx, func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&cms.Items[0]), &corev1.ConfigMap{})).To(Succeed())
+		}).WithTimeout(3 * snapshotSweep).Should(Succeed())
+		Expect(k8s.Delete(ctx, other)).To(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(&cms.Items[0]), &corev1.ConfigMap{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the snapshot: %v", err)
+		}).WithTimeout(10 * snapshotSweep).Should(Succeed())
 	})
 
 	It("keeps rendering from the runtime as it was at the first reconcile", func(ctx context.Context) {
@@ -284,11 +308,11 @@ var _ = Describe("A TrainJob re-created under the name of a deleted one", func()
 			g.Expect(got.Status.CompletionTime).To(BeNil())
 		}, 2*time.Second).Should(Succeed())
 
-		// What the garbage collector would delete: the old job's JobSet and runtime snapshot.
+		// What the garbage collector would delete: the old job's JobSet (both jobs share the
+		// namespace's snapshot of their runtime).
 		oldJS := &jobsetv1alpha2.JobSet{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(again), oldJS)).To(Succeed())
 		Expect(k8s.Delete(ctx, oldJS)).To(Succeed())
-		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("again")}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			js := jobSetOf(ctx, g, again)
 			g.Expect(metav1.IsControlledBy(js, again)).To(BeTrue())
@@ -297,13 +321,14 @@ var _ = Describe("A TrainJob re-created under the name of a deleted one", func()
 })
 
 var _ = Describe("Runtime snapshot conflicts", func() {
-	It("renders nothing over a ConfigMap of another owner under the snapshot's name, and says so", func(ctx context.Context) {
+	It("renders nothing over someone else's ConfigMap under the snapshot's name, and says so", func(ctx context.Context) {
 		ns := newNamespace(ctx)
-		namespacedTorchRuntime(ctx, ns, "torch")
-		// Not labelled as a snapshot, so not in the controller's cache: the conflict shows
-		// only when it tries to create its own.
+		rt := namespacedTorchRuntime(ctx, ns, "torch")
+		// Not labelled as a snapshot, so not in the list the controller loads: the conflict
+		// shows only when it tries to create the snapshot of the job's runtime.
+		squatted := trainer.SharedRuntimeSnapshotName(runtimeHash(rt))
 		Expect(k8s.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("squatted")},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: squatted},
 			Data:       map[string]string{"app.yaml": "someone else's"},
 		})).To(Succeed())
 		tj := newTrainJob(ns, "squatted", "torch")
@@ -317,12 +342,12 @@ var _ = Describe("Runtime snapshot conflicts", func() {
 					notes = append(notes, e.Note)
 				}
 			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("is not owned by this TrainJob: delete or rename it")))
+			g.Expect(notes).To(ContainElement(ContainSubstring("ConfigMap " + squatted + " is in the way of the snapshot of runtime torch")))
 		}).Should(Succeed())
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))).To(BeTrue())
 
 		By("deleting the ConfigMap in the way")
-		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainer.RuntimeSnapshotName("squatted")}})).To(Succeed())
+		Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: squatted}})).To(Succeed())
 		Eventually(ctx, func(g Gomega) { jobSetOf(ctx, g, tj) }).WithTimeout(time.Minute).Should(Succeed())
 	})
 })

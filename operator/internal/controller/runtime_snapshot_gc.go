@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
+)
+
+// DefaultSnapshotSweep is how often the shared runtime snapshots no TrainJob names any more are
+// deleted. An unreferenced one costs a ConfigMap until then, nothing else.
+const DefaultSnapshotSweep = 10 * time.Minute
+
+// WithSnapshotSweep sets how often the unreferenced shared snapshots are deleted.
+func (r *TrainJobReconciler) WithSnapshotSweep(every time.Duration) *TrainJobReconciler {
+	r.snapshotSweep = every
+	return r
+}
+
+// collectSnapshots deletes, every snapshotSweep, the shared runtime snapshots that no TrainJob
+// of their namespace is stamped with (trainer.AnnotationRuntimeSnapshot): the garbage collector
+// cannot, a shared snapshot having no owner. It runs on the leader (a manager Runnable).
+func (r *TrainJobReconciler) collectSnapshots(ctx context.Context) error {
+	every := r.snapshotSweep
+	if every <= 0 {
+		every = DefaultSnapshotSweep
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if n, err := r.sweepSnapshots(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Deleting unreferenced runtime snapshots", "deleted", n)
+			} else if n > 0 {
+				klog.FromContext(ctx).V(1).Info("Deleted unreferenced runtime snapshots", "deleted", n)
+			}
+		}
+	}
+}
+
+// sweepSnapshots deletes the shared snapshots no TrainJob names, and says how many.
+func (r *TrainJobReconciler) sweepSnapshots(ctx context.Context) (int, error) {
+	referenced, err := r.stampedHashes(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	shared := client.MatchingLabels{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot}
+	for page := ""; ; {
+		list := &corev1.ConfigMapList{}
+		if err := r.live.List(ctx, list, shared, client.Limit(snapshotPage), client.Continue(page)); err != nil {
+			return deleted, err
+		}
+		for i := range list.Items {
+			cm := &list.Items[i]
+			hash, ok := strings.CutPrefix(cm.Name, trainer.SharedRuntimeSnapshotName(""))
+			// Someone else's ConfigMap under the label is left alone.
+			if !ok || !trainer.IsSharedRuntimeSnapshot(cm, hash) || referenced[sharedSnapshot{cm.Namespace, hash}] {
+				continue
+			}
+			gone, err := r.deleteUnreferenced(ctx, cm, hash)
+			if err != nil {
+				return deleted, err
+			}
+			if gone {
+				deleted++
+			}
+		}
+		if page = list.Continue; page == "" {
+			return deleted, nil
+		}
+	}
+}
+
+// deleteUnreferenced deletes a shared snapshot if, looked at again under the pinning lock, no
+// TrainJob of its namespace names it: a job that came since the sweep's first look either is
+// seen now, or pins after the deletion and stores the snapshot again (or one of its own, if
+// its runtime changed meanwhile).
+func (r *TrainJobReconciler) deleteUnreferenced(ctx context.Context, cm *corev1.ConfigMap, hash string) (bool, error) {
+	r.snapshots.sharedMu.Lock()
+	defer r.snapshots.sharedMu.Unlock()
+	referenced, err := r.stampedHashes(ctx, cm.Namespace)
+	if err != nil || referenced[sharedSnapshot{cm.Namespace, hash}] {
+		return false, err
+	}
+	r.snapshots.forgetShared(cm.Namespace, hash)
+	err = r.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+	return err == nil, client.IgnoreNotFound(err)
+}
+
+// stampedHashes are the snapshot hashes the cached TrainJobs of namespace (all if "") are
+// stamped with. The jobs are read in place, not copied.
+func (r *TrainJobReconciler) stampedHashes(ctx context.Context, namespace string) (map[sharedSnapshot]bool, error) {
+	list := &trainer.TrainJobList{}
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	hashes := map[sharedSnapshot]bool{}
+	for i := range list.Items {
+		if hash := list.Items[i].Annotations[trainer.AnnotationRuntimeSnapshot]; hash != "" {
+			hashes[sharedSnapshot{list.Items[i].Namespace, hash}] = true
+		}
+	}
+	return hashes, nil
+}
