@@ -138,7 +138,7 @@ func (r *TrainJobReconciler) pinShared(ctx context.Context, tj *trainer.TrainJob
 	if err != nil {
 		return nil, nil, err
 	}
-	r.snapshots.pinTo(tj, spec)
+	r.snapshots.pinTo(tj, spec, hash)
 	return spec.DeepCopy(), nil, nil
 }
 
@@ -183,6 +183,10 @@ type snapshotSpecs struct {
 	// sharedMu is held while a job is pinned to a shared snapshot, and while the collector
 	// finds one unreferenced and deletes it.
 	sharedMu sync.Mutex
+	// unpinned are the shared snapshots deleted jobs were pinned to, which the collector
+	// checks (told on check, buffered: one wake for many).
+	unpinned map[sharedSnapshot]bool
+	check    chan struct{}
 
 	// loadMu is held while the snapshots are listed (load), loaded once they were.
 	loadMu sync.Mutex
@@ -194,6 +198,8 @@ type sharedSnapshot struct{ namespace, hash string }
 type pinnedSpec struct {
 	uid  types.UID
 	spec *trainer.TrainingRuntimeSpec
+	// shared is the hash of the shared snapshot spec is, "" for a job's own.
+	shared string
 }
 
 // maxDistinctSnapshots bounds the decoded snapshots kept for sharing; past it, sharing starts over.
@@ -326,18 +332,18 @@ func (s *snapshotSpecs) pinShared(tj *trainer.TrainJob, hash string) (*trainer.T
 	if !ok {
 		return nil, false
 	}
-	s.pinTo(tj, spec)
+	s.pinTo(tj, spec, hash)
 	return spec.DeepCopy(), true
 }
 
-// pinTo remembers spec as tj's snapshot.
-func (s *snapshotSpecs) pinTo(tj *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) {
+// pinTo remembers spec, the shared snapshot of hash, as tj's snapshot.
+func (s *snapshotSpecs) pinTo(tj *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, hash string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byJob == nil {
 		s.byJob = map[types.NamespacedName]pinnedSpec{}
 	}
-	s.byJob[client.ObjectKeyFromObject(tj)] = pinnedSpec{uid: tj.UID, spec: spec}
+	s.byJob[client.ObjectKeyFromObject(tj)] = pinnedSpec{uid: tj.UID, spec: spec, shared: hash}
 }
 
 // keepShared decodes cm (once per distinct content) and remembers it as the shared snapshot of
@@ -363,10 +369,31 @@ func (s *snapshotSpecs) forgetShared(namespace, hash string) {
 	delete(s.shared, sharedSnapshot{namespace, hash})
 }
 
+// forget forgets a deleted job's snapshot; if it was a shared one, the collector looks soon
+// whether another job still names it (runtime_snapshot_gc.go).
 func (s *snapshotSpecs) forget(tj types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p, ok := s.byJob[tj]; ok && p.shared != "" {
+		if s.unpinned == nil {
+			s.unpinned = map[sharedSnapshot]bool{}
+		}
+		s.unpinned[sharedSnapshot{tj.Namespace, p.shared}] = true
+		select {
+		case s.check <- struct{}{}:
+		default:
+		}
+	}
 	delete(s.byJob, tj)
+}
+
+// takeUnpinned returns the shared snapshots a deleted job was pinned to since the last call.
+func (s *snapshotSpecs) takeUnpinned() map[sharedSnapshot]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.unpinned
+	s.unpinned = nil
+	return out
 }
 
 // runPolicy is the TrainJob's deadline and TTL: its own, else its pinned runtime's.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,9 +23,15 @@ func (r *TrainJobReconciler) WithSnapshotSweep(every time.Duration) *TrainJobRec
 	return r
 }
 
-// collectSnapshots deletes, every snapshotSweep, the shared runtime snapshots that no TrainJob
-// of their namespace is stamped with (trainer.AnnotationRuntimeSnapshot): the garbage collector
-// cannot, a shared snapshot having no owner. It runs on the leader (a manager Runnable).
+// unpinnedSettle is how long the collector lets deletions land before it looks at the shared
+// snapshots deleted jobs were pinned to: a burst of TTL deletions is one look per snapshot.
+const unpinnedSettle = 2 * time.Second
+
+// collectSnapshots deletes the shared runtime snapshots that no TrainJob of their namespace is
+// stamped with (trainer.AnnotationRuntimeSnapshot): the garbage collector cannot, a shared
+// snapshot having no owner. It looks at a snapshot soon after a job pinned to it is deleted,
+// and at all of them every snapshotSweep (jobs deleted while no process had pinned them). It
+// runs on the leader (a manager Runnable).
 func (r *TrainJobReconciler) collectSnapshots(ctx context.Context) error {
 	every := r.snapshotSweep
 	if every <= 0 {
@@ -32,18 +39,53 @@ func (r *TrainJobReconciler) collectSnapshots(ctx context.Context) error {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	logger := klog.FromContext(ctx)
 	for {
+		var n int
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if n, err := r.sweepSnapshots(ctx); err != nil {
-				klog.FromContext(ctx).Error(err, "Deleting unreferenced runtime snapshots", "deleted", n)
-			} else if n > 0 {
-				klog.FromContext(ctx).V(1).Info("Deleted unreferenced runtime snapshots", "deleted", n)
+			n, err = r.sweepSnapshots(ctx)
+		case <-r.snapshots.check:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(unpinnedSettle):
 			}
+			n, err = r.collectUnpinned(ctx)
+		}
+		if err != nil {
+			logger.Error(err, "Deleting unreferenced runtime snapshots", "deleted", n)
+		} else if n > 0 {
+			logger.V(1).Info("Deleted unreferenced runtime snapshots", "deleted", n)
 		}
 	}
+}
+
+// collectUnpinned deletes the shared snapshots deleted jobs were pinned to that no job names
+// any more, and says how many.
+func (r *TrainJobReconciler) collectUnpinned(ctx context.Context) (int, error) {
+	deleted := 0
+	for s := range r.snapshots.takeUnpinned() {
+		cm := &corev1.ConfigMap{}
+		err := r.live.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: trainer.SharedRuntimeSnapshotName(s.hash)}, cm)
+		if apierrors.IsNotFound(err) || (err == nil && !trainer.IsSharedRuntimeSnapshot(cm, s.hash)) {
+			continue
+		}
+		if err != nil {
+			return deleted, err
+		}
+		gone, err := r.deleteUnreferenced(ctx, cm, s.hash)
+		if err != nil {
+			return deleted, err
+		}
+		if gone {
+			deleted++
+		}
+	}
+	return deleted, nil
 }
 
 // sweepSnapshots deletes the shared snapshots no TrainJob names, and says how many.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -329,5 +330,64 @@ func TestSharedRuntimeSnapshots(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: shared}, cm); err != nil {
 		t.Fatalf("the swept snapshot is not stored again for a new job: %v", err)
+	}
+}
+
+// When the jobs pinned to a shared snapshot are deleted, the collector looks at that snapshot
+// (not all of them) and deletes it once the last of them is gone.
+func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
+	_, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(name string) *trainer.TrainJob {
+		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name),
+			Annotations: map[string]string{trainer.AnnotationRuntimeSnapshot: hash}}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
+	}
+	a, b := job("a"), job("b")
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}, Spec: spec}, a, b).Build()
+	r := NewTrainJobReconciler(c, c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(t0))
+	ctx := context.Background()
+	for _, tj := range []*trainer.TrainJob{a, b} {
+		if _, err := r.pinnedRuntime(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := client.ObjectKey{Namespace: "ns", Name: trainer.SharedRuntimeSnapshotName(hash)}
+	deleteJob := func(tj *trainer.TrainJob) {
+		t.Helper()
+		if err := c.Delete(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+		r.forget(client.ObjectKeyFromObject(tj))
+		select {
+		case <-r.snapshots.check:
+		default:
+			t.Fatal("the collector was not told of the deleted job's snapshot")
+		}
+	}
+	deleteJob(a)
+	if n, err := r.collectUnpinned(ctx); err != nil || n != 0 {
+		t.Fatalf("b still names the snapshot: %d deleted, %v", n, err)
+	}
+	if err := c.Get(ctx, shared, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the snapshot b names: %v", err)
+	}
+	deleteJob(b)
+	if n, err := r.collectUnpinned(ctx); err != nil || n != 1 {
+		t.Fatalf("the last job gone: %d deleted, %v; want 1", n, err)
+	}
+	if err := c.Get(ctx, shared, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the snapshot after its last job: %v, want it deleted", err)
+	}
+	if n, err := r.collectUnpinned(ctx); err != nil || n != 0 {
+		t.Fatalf("nothing left to look at: %d deleted, %v", n, err)
 	}
 }

@@ -97,7 +97,8 @@ func (r *TrainJobReconciler) WithAttemptLogs(keep bool) *TrainJobReconciler {
 // NewTrainJobReconciler returns a reconciler reading through the cached client c (and live
 // for what the cache cannot have yet), and recording events with rec.
 func NewTrainJobReconciler(c client.Client, live client.Reader, rec events.EventRecorder, clk clock.PassiveClock) *TrainJobReconciler {
-	return &TrainJobReconciler{client: c, live: live, recorder: rec, clock: clk, stopper: newJobSetStopper(c)}
+	return &TrainJobReconciler{client: c, live: live, recorder: rec, clock: clk, stopper: newJobSetStopper(c),
+		snapshots: snapshotSpecs{check: make(chan struct{}, 1)}}
 }
 
 // Reconcile fetches the TrainJob and hands it to reconcile.
