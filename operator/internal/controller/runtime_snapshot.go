@@ -292,12 +292,7 @@ func (s *snapshotSpecs) keep(key types.NamespacedName, uid types.UID, cm *corev1
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byJob == nil {
-		s.byJob = map[types.NamespacedName]pinnedSpec{}
-	}
-	s.byJob[key] = pinnedSpec{uid: uid, spec: spec}
+	s.pin(key, pinnedSpec{uid: uid, spec: spec})
 	return spec, nil
 }
 
@@ -338,12 +333,17 @@ func (s *snapshotSpecs) pinShared(tj *trainer.TrainJob, hash string) (*trainer.T
 
 // pinTo remembers spec, the shared snapshot of hash, as tj's snapshot.
 func (s *snapshotSpecs) pinTo(tj *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, hash string) {
+	s.pin(client.ObjectKeyFromObject(tj), pinnedSpec{uid: tj.UID, spec: spec, shared: hash})
+}
+
+// pin remembers p as the snapshot of the TrainJob key.
+func (s *snapshotSpecs) pin(key types.NamespacedName, p pinnedSpec) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byJob == nil {
 		s.byJob = map[types.NamespacedName]pinnedSpec{}
 	}
-	s.byJob[client.ObjectKeyFromObject(tj)] = pinnedSpec{uid: tj.UID, spec: spec, shared: hash}
+	s.byJob[key] = p
 }
 
 // keepShared decodes cm (once per distinct content) and remembers it as the shared snapshot of

@@ -84,12 +84,7 @@ func TestSnapshotSpecs(t *testing.T) {
 // After a restart the jobs' snapshots come from one list (in pages), not a read per job,
 // and a job pinned before the restart keeps its snapshot though its runtime changed since.
 func TestPinnedRuntimeAfterARestart(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := snapshotScheme(t)
 	job := func(name string) *trainer.TrainJob {
 		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name)},
 			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
@@ -190,12 +185,7 @@ func TestPinnedRuntimeAfterARestart(t *testing.T) {
 // reconcile is pinned to a snapshot of its own; a ConfigMap in the way is reported; and the
 // sweep deletes the shared snapshots no job names, and nothing else.
 func TestSharedRuntimeSnapshots(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := snapshotScheme(t)
 	spec := func(deadline int64) trainer.TrainingRuntimeSpec {
 		return trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To(deadline)}}
 	}
@@ -336,12 +326,7 @@ func TestSharedRuntimeSnapshots(t *testing.T) {
 // When the jobs pinned to a shared snapshot are deleted, the collector looks at that snapshot
 // (not all of them) and deletes it once the last of them is gone.
 func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := snapshotScheme(t)
 	spec := trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
 	_, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
 	if err != nil {
@@ -390,4 +375,16 @@ func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
 	if n, err := r.collectUnpinned(ctx); err != nil || n != 0 {
 		t.Fatalf("nothing left to look at: %d deleted, %v", n, err)
 	}
+}
+
+// snapshotScheme knows ConfigMaps and Kiln's trainer kinds.
+func snapshotScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
 }
