@@ -110,3 +110,34 @@ func TestPodsReportGivesEachStageAndItsOwnPart(t *testing.T) {
 		}
 	}
 }
+
+// The report puts the submission beside the throughput, both against the limit: the
+// submission is the floor of the controller's part of the throughput figure.
+func TestReportGivesTheSubmissionAgainstTheLimit(t *testing.T) {
+	o := DefaultOptions(t.TempDir())
+	if err := os.MkdirAll(filepath.Join(o.Root, "bin", "bench"), 0o755); err != nil { // where the samples go
+		t.Fatal(err)
+	}
+	o.Report = filepath.Join(t.TempDir(), "bench.md")
+	o.Runs = 1
+	results := []*runResult{
+		{Trainer: string(platform.TrainerKiln), Run: 1, Submit: 12 * time.Second, AllJobSets: 30 * time.Second, Limit: 15 * time.Second, Webhook: 100 * time.Millisecond},
+		{Trainer: string(platform.TrainerUpstream), Run: 1, Submit: 9 * time.Second, AllJobSets: 90 * time.Second, Webhook: 50 * time.Millisecond},
+	}
+	if err := writeReport(o, results, nil, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(o.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| Throughput: 1,000 running TrainJobs until all their JobSets exist | 30 s | 90 s | 0.33× | 2.00× |",
+		"| Submitting them: the 1,000 TrainJob creates, first to last | 12 s | 9 s | 1.33× | 0.80× |",
+		"| Physical limit: a plain client creates the same 1,000 JobSets with the same budget (once per run) | 15 s | | | |",
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the report lacks %q:\n%s", want, data)
+		}
+	}
+}
