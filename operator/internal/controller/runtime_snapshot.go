@@ -94,11 +94,11 @@ func (r *TrainJobReconciler) pinnedRuntime(ctx context.Context, tj *trainer.Trai
 // pinShared pins a stamped TrainJob to the shared snapshot of its hash: the one this process
 // knows, else the runtime as it is now when its hash is still the stamp's, stored as that
 // snapshot. When the runtime changed since the job's admission it returns no spec and the
-// runtime as it is now, for a snapshot of the job's own. It holds the collector's lock, so that
-// no snapshot is deleted between being found unreferenced and a job pinning it.
+// runtime as it is now, for a snapshot of the job's own. It holds that snapshot's lock, which the
+// collector takes too, so that it is not deleted between being found unreferenced and a job
+// pinning it; jobs of other runtime versions or namespaces do not wait for it.
 func (r *TrainJobReconciler) pinShared(ctx context.Context, tj *trainer.TrainJob, hash string) (*trainer.TrainingRuntimeSpec, *trainer.RuntimeSnapshot, error) {
-	r.snapshots.sharedMu.Lock()
-	defer r.snapshots.sharedMu.Unlock()
+	defer r.snapshots.sharedLocks.lock(sharedSnapshot{tj.Namespace, hash})()
 	if spec, ok := r.snapshots.pinShared(tj, hash); ok {
 		return spec, nil, nil
 	}
@@ -180,9 +180,9 @@ type snapshotSpecs struct {
 	byData map[string]*trainer.TrainingRuntimeSpec
 	// shared are the shared snapshots this process stored or read, by namespace and hash.
 	shared map[sharedSnapshot]*trainer.TrainingRuntimeSpec
-	// sharedMu is held while a job is pinned to a shared snapshot, and while the collector
-	// finds one unreferenced and deletes it.
-	sharedMu sync.Mutex
+	// sharedLocks has a lock per shared snapshot, held while a job is pinned to it and while
+	// the collector finds it unreferenced and deletes it.
+	sharedLocks keyLocks
 	// unpinned are the shared snapshots deleted jobs were pinned to, which the collector
 	// checks (told on check, buffered: one wake for many).
 	unpinned map[sharedSnapshot]bool
@@ -194,6 +194,50 @@ type snapshotSpecs struct {
 }
 
 type sharedSnapshot struct{ namespace, hash string }
+
+// keyLocks is a lock per shared snapshot. A snapshot's lock exists while it is held or
+// waited for, so the map holds only the snapshots being pinned or collected.
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[sharedSnapshot]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	// users are the callers holding or waiting for the lock.
+	users int
+}
+
+// lock locks key's lock and returns its unlock.
+func (k *keyLocks) lock(key sharedSnapshot) (unlock func()) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[sharedSnapshot]*keyLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyLock{}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+	}
+}
+
+// held is how many snapshots' locks are held or waited for.
+func (k *keyLocks) held() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.locks)
+}
 
 type pinnedSpec struct {
 	uid  types.UID

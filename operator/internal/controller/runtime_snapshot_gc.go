@@ -122,13 +122,12 @@ func (r *TrainJobReconciler) sweepSnapshots(ctx context.Context) (int, error) {
 	}
 }
 
-// deleteUnreferenced deletes a shared snapshot if, looked at again under the pinning lock, no
+// deleteUnreferenced deletes a shared snapshot if, looked at again under its pinning lock, no
 // TrainJob of its namespace names it: a job that came since the sweep's first look either is
 // seen now, or pins after the deletion and stores the snapshot again (or one of its own, if
 // its runtime changed meanwhile).
 func (r *TrainJobReconciler) deleteUnreferenced(ctx context.Context, cm *corev1.ConfigMap, hash string) (bool, error) {
-	r.snapshots.sharedMu.Lock()
-	defer r.snapshots.sharedMu.Unlock()
+	defer r.snapshots.sharedLocks.lock(sharedSnapshot{cm.Namespace, hash})()
 	referenced, err := r.stampedHashes(ctx, cm.Namespace)
 	if err != nil || referenced[sharedSnapshot{cm.Namespace, hash}] {
 		return false, err

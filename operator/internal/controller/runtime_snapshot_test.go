@@ -5,7 +5,9 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -374,6 +376,116 @@ func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
 	}
 	if n, err := r.collectUnpinned(ctx); err != nil || n != 0 {
 		t.Fatalf("nothing left to look at: %d deleted, %v", n, err)
+	}
+}
+
+// A shared snapshot being stored holds up only the jobs of that snapshot: a job of another
+// namespace is pinned and the collector deletes another unreferenced snapshot meanwhile, the
+// job of the same snapshot waits and then shares the stored one, and no lock is left behind.
+func TestSharedSnapshotLocksArePerSnapshot(t *testing.T) {
+	scheme := snapshotScheme(t)
+	spec := trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
+	data, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(namespace, name string) *trainer.TrainJob {
+		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("u-" + namespace + name),
+			Annotations: map[string]string{trainer.AnnotationRuntimeSnapshot: hash}}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
+	}
+	slow1, slow2, other := job("slow", "a"), job("slow", "b"), job("other", "a")
+	unreferenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "idle", Name: trainer.SharedRuntimeSnapshotName(hash),
+		Labels: map[string]string{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot}}, Data: map[string]string{trainer.RuntimeSnapshotKey: data}}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	creates := map[string]int{}
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}, Spec: spec}, slow1, slow2, other, unreferenced).Build(), interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				mu.Lock()
+				creates[obj.GetNamespace()]++
+				mu.Unlock()
+				if obj.GetNamespace() == "slow" {
+					once.Do(func() { close(started) })
+					<-release
+				}
+			}
+			return cl.Create(ctx, obj, opts...)
+		},
+	})
+	r := NewTrainJobReconciler(c, c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(t0))
+	ctx := context.Background()
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+
+	pin := func(tj *trainer.TrainJob) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.pinnedRuntime(ctx, tj)
+			done <- err
+		}()
+		return done
+	}
+	// within fails the test if done does not come: a lock held for another snapshot.
+	within := func(what string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s waited for the snapshot being stored in another namespace", what)
+		}
+	}
+
+	slowDone := pin(slow1)
+	<-started
+	waiting := pin(slow2)
+	for wait := time.Now().Add(time.Minute); ; {
+		r.snapshots.sharedLocks.mu.Lock()
+		users := 0
+		for _, l := range r.snapshots.sharedLocks.locks {
+			users += l.users
+		}
+		r.snapshots.sharedLocks.mu.Unlock()
+		if users == 2 {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the second job of the snapshot being stored is not waiting for its lock (%d users)", users)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	within("pinning a job of another namespace", pin(other))
+	collected := make(chan error, 1)
+	go func() {
+		gone, err := r.deleteUnreferenced(ctx, unreferenced, hash)
+		if err == nil && !gone {
+			err = errors.New("the unreferenced snapshot was not deleted")
+		}
+		collected <- err
+	}()
+	within("collecting an unreferenced snapshot of another namespace", collected)
+	select {
+	case err := <-waiting:
+		t.Fatalf("a job of the snapshot being stored was pinned before it was stored (err %v)", err)
+	default:
+	}
+
+	released.Do(func() { close(release) })
+	within("the job storing the snapshot", slowDone)
+	within("the job waiting for it", waiting)
+	if creates["slow"] != 1 || creates["other"] != 1 {
+		t.Fatalf("snapshot creates by namespace %v; want one in slow (its second job shares it) and one in other", creates)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(unreferenced), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the unreferenced snapshot: %v, want it deleted", err)
+	}
+	if n := r.snapshots.sharedLocks.held(); n != 0 {
+		t.Fatalf("%d snapshot locks left once nothing is pinned or collected, want none", n)
 	}
 }
 
