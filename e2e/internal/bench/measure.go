@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -109,6 +110,14 @@ func parseWebhookSeconds(raw []byte) (seconds, calls float64) {
 // writeCounts reads the apiserver's write requests so far (apiserver_request_total with
 // a mutating verb), by resource[/subresource].
 func writeCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
+	raw, err := apiserverMetrics(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return parseWriteCounts(raw, false), nil
+}
+
+func apiserverMetrics(ctx context.Context, cfg *rest.Config) ([]byte, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -117,10 +126,12 @@ func writeCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, err
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
-	return parseWriteCounts(raw), nil
+	return raw, nil
 }
 
-func parseWriteCounts(raw []byte) map[string]float64 {
+// parseWriteCounts counts the write requests by resource[/subresource], each preceded by its
+// verb if byVerb.
+func parseWriteCounts(raw []byte, byVerb bool) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -143,10 +154,67 @@ func parseWriteCounts(raw []byte) map[string]float64 {
 		if labels["dry_run"] != "" {
 			res += dryRun
 		}
+		if byVerb {
+			res = labels["verb"] + " " + res
+		}
 		v, _ := strconv.ParseFloat(m[2], 64)
 		out[res] += v
 	}
 	return out
+}
+
+// writesWhileDeadlinesFire reads the apiserver's write requests (call it a second before the
+// first of n deadlines falls due); the function it returns reads them again once every
+// deadline was seen and logs what was written meanwhile, per deadline and by verb and resource, most
+// first: the load on the apiserver that the Failed writes and the JobSet deletions share with
+// the garbage collector's cascade and the rest of the platform. A reading that fails is
+// logged, not fatal: the figures are for diagnosis.
+func (e *env) writesWhileDeadlinesFire(ctx context.Context, n int) func() {
+	read := func() (map[string]float64, error) {
+		raw, err := apiserverMetrics(ctx, e.cfg)
+		return parseWriteCounts(raw, true), err
+	}
+	before, err := read()
+	if err != nil {
+		e.logf("deadline: the apiserver's writes: %v", err)
+		return func() {}
+	}
+	start := time.Now()
+	return func() {
+		after, err := read()
+		if err != nil {
+			e.logf("deadline: the apiserver's writes: %v", err)
+			return
+		}
+		e.logf("deadline: the apiserver's writes over the %s the deadlines took to fire: %s", time.Since(start).Round(100*time.Millisecond), perDeadline(before, after, n))
+	}
+}
+
+// perDeadline is the writes between two readings, per deadline and by key, most first.
+func perDeadline(before, after map[string]float64, n int) string {
+	type count struct {
+		res string
+		v   float64
+	}
+	var counts []count
+	var total float64
+	for res, v := range after {
+		if d := v - before[res]; d > 0 {
+			counts = append(counts, count{res, d})
+			total += d
+		}
+	}
+	slices.SortFunc(counts, func(a, b count) int {
+		if a.v != b.v {
+			return cmp.Compare(b.v, a.v)
+		}
+		return strings.Compare(a.res, b.res)
+	})
+	parts := []string{fmt.Sprintf("%.2f per deadline", total/float64(n))}
+	for _, c := range counts {
+		parts = append(parts, fmt.Sprintf("%s %.2f", c.res, c.v/float64(n)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // dryRun marks the requests the apiserver answered without storing anything (dryRun=All:

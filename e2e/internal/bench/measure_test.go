@@ -131,12 +131,27 @@ apiserver_request_total{code="409",component="apiserver",dry_run="",group="train
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 100
 apiserver_request_total{code="201",component="apiserver",dry_run="All",group="kueue.x-k8s.io",resource="workloads",scope="resource",subresource="",verb="POST",version="v1beta2"} 5
 `)
-	got := parseWriteCounts(raw)
+	got := parseWriteCounts(raw, false)
 	if got["jobsets"] != 7 || got["trainjobs/status"] != 4 || got["workloads (dry run)"] != 5 || len(got) != 3 {
 		t.Fatalf("got %v", got)
 	}
 	if sumValues(got) != 16 || storedWrites(got) != 11 {
 		t.Errorf("writes %v, stored %v; want 16, 11", sumValues(got), storedWrites(got))
+	}
+	byVerb := parseWriteCounts(raw, true)
+	if byVerb["POST jobsets"] != 7 || byVerb["PUT trainjobs/status"] != 4 || byVerb["POST workloads (dry run)"] != 5 || len(byVerb) != 3 {
+		t.Fatalf("by verb: got %v", byVerb)
+	}
+}
+
+// The writes while the deadlines fire: what was written between the readings, per deadline,
+// the most first (ties by name), nothing for what did not move.
+func TestPerDeadline(t *testing.T) {
+	before := map[string]float64{"PUT trainjobs/status": 10, "DELETE jobsets": 5, "POST events": 3, "PATCH nodes/status": 7}
+	after := map[string]float64{"PUT trainjobs/status": 210, "DELETE jobsets": 205, "POST events": 403, "DELETE jobs": 200, "PATCH nodes/status": 7}
+	want := "5.00 per deadline, POST events 2.00, DELETE jobs 1.00, DELETE jobsets 1.00, PUT trainjobs/status 1.00"
+	if got := perDeadline(before, after, 200); got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
 

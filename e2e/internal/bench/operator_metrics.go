@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
@@ -191,21 +192,48 @@ func atMost(s float64) string {
 	return "≤ " + strconv.FormatFloat(s, 'g', 2, 64) + " s"
 }
 
-// operatorViewOfDeadlines reads Kiln's operator's metrics a second before the first
-// deadline of namespace ns falls due; the functions it returns read them again, once the
-// deadlines fired and once the TTLs did, and log the operator's own account of them
-// (operatorView, operatorViewOfTTLs), so that the bench's figures, which include the watch's
-// delivery to the bench, can be told from the operator's part. Upstream's controller has no
-// such metric. A reading that fails is logged, not fatal: the figures are for diagnosis.
-func (e *env) operatorViewOfDeadlines(ctx context.Context, ns string) (deadlines, ttls func()) {
-	if e.p.Trainer != platform.TrainerKiln {
-		return func() {}, func() {}
+// untilFirstDeadline waits until a second before the first deadline of namespace ns falls
+// due, by the TrainJobs in the bench's cache as they are now (a job not started yet counts
+// from its creation: sooner, never later). The tracker learns each due instant only once
+// the job failed, too late for this.
+func (e *env) untilFirstDeadline(ctx context.Context, ns string) error {
+	list := &trainer.TrainJobList{}
+	if err := e.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing the TrainJobs for their first deadline: %w", err)
 	}
-	if first := e.tracker.earliest(e.tracker.deadlineDue, ns); !first.IsZero() {
+	if first := firstDeadline(list.Items); !first.IsZero() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(first.Add(-time.Second))):
 		}
+	}
+	return ctx.Err()
+}
+
+// firstDeadline is the soonest instant a deadline of jobs falls due (zero if none has one).
+func firstDeadline(jobs []trainer.TrainJob) time.Time {
+	var first time.Time
+	for i := range jobs {
+		tj := &jobs[i]
+		if tj.Spec.ActiveDeadlineSeconds == nil {
+			continue
+		}
+		if due := activeSince(tj).Add(time.Duration(*tj.Spec.ActiveDeadlineSeconds) * time.Second); first.IsZero() || due.Before(first) {
+			first = due
+		}
+	}
+	return first
+}
+
+// operatorViewOfDeadlines reads Kiln's operator's metrics (call it a second before the first
+// deadline of namespace ns falls due); the functions it returns read them again, once the
+// deadlines fired and once the TTLs did, and log the operator's own account of them
+// (operatorView, operatorViewOfTTLs), so that the bench's figures, which include the watch's
+// delivery to the bench, can be told from the operator's part. Upstream's controller has no
+// such metric. A reading that fails is logged, not fatal: the figures are for diagnosis.
+func (e *env) operatorViewOfDeadlines(ctx context.Context) (deadlines, ttls func()) {
+	if e.p.Trainer != platform.TrainerKiln {
+		return func() {}, func() {}
 	}
 	before, err := e.operatorMetrics(ctx)
 	if err != nil {

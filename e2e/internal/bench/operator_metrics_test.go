@@ -4,6 +4,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
 const metricsBefore = `# TYPE kiln_trainjob_timer_lag_seconds histogram
@@ -84,5 +90,30 @@ kiln_trainjob_timer_lag_seconds_bucket{timer="ttl",le="+Inf"} 47
 	// 40 more TTLs: 20 within 0.25 s, 19 more within 0.5 s, 1 within 1 s.
 	if got, want := operatorViewOfTTLs(metricsBefore, after), "deletion issued p50 ≤ 0.25 s, p99 ≤ 1 s after due (40 TTLs)"; got != want {
 		t.Errorf("operatorViewOfTTLs = %q, want %q", got, want)
+	}
+}
+
+// The first deadline is the soonest of the jobs' own: from status.startTime when the job
+// has one, else from its creation; a job without a deadline does not count.
+func TestFirstDeadline(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	job := func(created time.Duration, started *time.Duration, deadline *int64) trainer.TrainJob {
+		tj := trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0.Add(created))}}
+		tj.Spec.ActiveDeadlineSeconds = deadline
+		if started != nil {
+			tj.Status.StartTime = ptr.To(metav1.NewTime(t0.Add(*started)))
+		}
+		return tj
+	}
+	if got := firstDeadline(nil); !got.IsZero() {
+		t.Fatalf("no jobs: %v, want zero", got)
+	}
+	jobs := []trainer.TrainJob{
+		job(0, ptr.To(5*time.Second), ptr.To[int64](120)), // due at 125 s
+		job(2*time.Second, nil, ptr.To[int64](120)),       // not started: due at 122 s at the soonest
+		job(-time.Hour, nil, nil),                         // no deadline
+	}
+	if got, want := firstDeadline(jobs), t0.Add(122*time.Second); !got.Equal(want) {
+		t.Fatalf("first deadline %v, want %v", got, want)
 	}
 }

@@ -372,7 +372,11 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	r.AllJobSets = last.Sub(start)
 	e.logf("throughput: %d TrainJobs submitted in %s, all JobSets in %s", n, r.Submit.Round(time.Millisecond), r.AllJobSets.Round(time.Millisecond))
-	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx, ns)
+	if err := e.untilFirstDeadline(ctx, ns); err != nil {
+		return err
+	}
+	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx)
+	writesView := e.writesWhileDeadlinesFire(ctx, n)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -382,6 +386,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		e.logf("deadline: %v", err)
 	}
 	deadlineView()
+	writesView()
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2
