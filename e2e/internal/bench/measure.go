@@ -114,8 +114,15 @@ func writeCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, err
 	if err != nil {
 		return nil, err
 	}
-	return parseWriteCounts(raw, false), nil
+	return parseRequestCounts(raw, writeVerbs, false), nil
 }
+
+// writeVerbs are the apiserver's verbs that write (a collection's deletion counts as a DELETE
+// of scope "namespace"); readVerbs those that read once (a watch is long-running).
+var (
+	writeVerbs = []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+	readVerbs  = []string{"GET", "LIST"}
+)
 
 func apiserverMetrics(ctx context.Context, cfg *rest.Config) ([]byte, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -129,9 +136,9 @@ func apiserverMetrics(ctx context.Context, cfg *rest.Config) ([]byte, error) {
 	return raw, nil
 }
 
-// parseWriteCounts counts the write requests by resource[/subresource], each preceded by its
-// verb if byVerb.
-func parseWriteCounts(raw []byte, byVerb bool) map[string]float64 {
+// parseRequestCounts counts the requests of verbs by resource[/subresource]; if byVerb, each
+// preceded by its verb, and the ones the apiserver refused followed by their code.
+func parseRequestCounts(raw []byte, verbs []string, byVerb bool) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -144,7 +151,7 @@ func parseWriteCounts(raw []byte, byVerb bool) map[string]float64 {
 		for _, l := range label.FindAllStringSubmatch(m[1], -1) {
 			labels[l[1]] = l[2]
 		}
-		if !slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
+		if !slices.Contains(verbs, labels["verb"]) {
 			continue
 		}
 		res := labels["resource"]
@@ -156,6 +163,9 @@ func parseWriteCounts(raw []byte, byVerb bool) map[string]float64 {
 		}
 		if byVerb {
 			res = labels["verb"] + " " + res
+			if code := labels["code"]; code != "" && code[0] != '2' {
+				res += " (" + code + ")"
+			}
 		}
 		v, _ := strconv.ParseFloat(m[2], 64)
 		out[res] += v
@@ -163,30 +173,33 @@ func parseWriteCounts(raw []byte, byVerb bool) map[string]float64 {
 	return out
 }
 
-// writesWhileDeadlinesFire reads the apiserver's write requests (call it a second before the
+// writesWhileDeadlinesFire reads the apiserver's request counts (call it a second before the
 // first of n deadlines falls due); the function it returns reads them again once every
-// deadline was seen and logs what was written meanwhile, per deadline and by verb and resource, most
-// first: the load on the apiserver that the Failed writes and the JobSet deletions share with
-// the garbage collector's cascade and the rest of the platform. A reading that fails is
+// deadline was seen and logs the writes and the reads meanwhile, per deadline and by verb and
+// resource, most first: the load on the apiserver that the Failed writes and the JobSet
+// deletions share with the garbage collector's cascade and the rest of the platform. A reading that fails is
 // logged, not fatal: the figures are for diagnosis.
 func (e *env) writesWhileDeadlinesFire(ctx context.Context, n int) func() {
-	read := func() (map[string]float64, error) {
-		raw, err := apiserverMetrics(ctx, e.cfg)
-		return parseWriteCounts(raw, true), err
-	}
-	before, err := read()
+	before, err := apiserverMetrics(ctx, e.cfg)
 	if err != nil {
-		e.logf("deadline: the apiserver's writes: %v", err)
+		e.logf("deadline: the apiserver's requests: %v", err)
 		return func() {}
 	}
 	start := time.Now()
 	return func() {
-		after, err := read()
+		after, err := apiserverMetrics(ctx, e.cfg)
 		if err != nil {
-			e.logf("deadline: the apiserver's writes: %v", err)
+			e.logf("deadline: the apiserver's requests: %v", err)
 			return
 		}
-		e.logf("deadline: the apiserver's writes over the %s the deadlines took to fire: %s", time.Since(start).Round(100*time.Millisecond), perDeadline(before, after, n))
+		took := time.Since(start).Round(100 * time.Millisecond)
+		for _, kind := range []struct {
+			name  string
+			verbs []string
+		}{{"writes", writeVerbs}, {"reads", readVerbs}} {
+			e.logf("deadline: the apiserver's %s over the %s the deadlines took to fire: %s", kind.name, took,
+				perDeadline(parseRequestCounts(before, kind.verbs, true), parseRequestCounts(after, kind.verbs, true), n))
+		}
 	}
 }
 

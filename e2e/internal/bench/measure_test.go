@@ -130,17 +130,23 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="train
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="trainer.kubeflow.org",resource="trainjobs",scope="resource",subresource="status",verb="PUT",version="v1alpha1"} 1
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 100
 apiserver_request_total{code="201",component="apiserver",dry_run="All",group="kueue.x-k8s.io",resource="workloads",scope="resource",subresource="",verb="POST",version="v1beta2"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="batch",resource="jobs",scope="namespace",subresource="",verb="DELETE",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="batch",resource="jobs",scope="namespace",subresource="",verb="WATCH",version="v1"} 9
 `)
-	got := parseWriteCounts(raw, false)
-	if got["jobsets"] != 7 || got["trainjobs/status"] != 4 || got["workloads (dry run)"] != 5 || len(got) != 3 {
+	got := parseRequestCounts(raw, writeVerbs, false)
+	if got["jobsets"] != 7 || got["trainjobs/status"] != 4 || got["workloads (dry run)"] != 5 || got["jobs"] != 2 || len(got) != 4 {
 		t.Fatalf("got %v", got)
 	}
-	if sumValues(got) != 16 || storedWrites(got) != 11 {
-		t.Errorf("writes %v, stored %v; want 16, 11", sumValues(got), storedWrites(got))
+	if sumValues(got) != 18 || storedWrites(got) != 13 {
+		t.Errorf("writes %v, stored %v; want 18, 13", sumValues(got), storedWrites(got))
 	}
-	byVerb := parseWriteCounts(raw, true)
-	if byVerb["POST jobsets"] != 7 || byVerb["PUT trainjobs/status"] != 4 || byVerb["POST workloads (dry run)"] != 5 || len(byVerb) != 3 {
+	byVerb := parseRequestCounts(raw, writeVerbs, true)
+	if byVerb["POST jobsets"] != 7 || byVerb["PUT trainjobs/status"] != 3 || byVerb["PUT trainjobs/status (409)"] != 1 || byVerb["POST workloads (dry run)"] != 5 ||
+		byVerb["DELETE jobs"] != 2 || len(byVerb) != 5 {
 		t.Fatalf("by verb: got %v", byVerb)
+	}
+	if reads := parseRequestCounts(raw, readVerbs, true); reads["LIST pods"] != 100 || len(reads) != 1 {
+		t.Fatalf("reads: got %v", reads)
 	}
 }
 
