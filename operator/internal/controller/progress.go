@@ -91,7 +91,7 @@ func (r *TrainJobReconciler) restartPods(ctx context.Context, js *jobsetv1alpha2
 	}
 	start := time.Now()
 	err := r.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(js.Namespace),
-		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}, client.PropagationPolicy(metav1.DeletePropagationForeground))
+		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.JobSetUIDKey: string(js.UID)}, client.PropagationPolicy(metav1.DeletePropagationForeground))
 	traceStep(ctx, "restart pods", start, err)
 	if err != nil {
 		return fmt.Errorf("restarting the pods of a TrainJob that stopped reporting progress: %w", err)

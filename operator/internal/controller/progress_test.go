@@ -33,7 +33,9 @@ func (h *harness) report(tj *trainer.TrainJob) {
 // jobOf creates a Job of the TrainJob's JobSet, as JobSet would.
 func (h *harness) jobOf(tj *trainer.TrainJob) *batchv1.Job {
 	h.t.Helper()
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: tj.Name + "-node-0", Namespace: tj.Namespace, Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: tj.Name}}}
+	js := h.jobSet(tj)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: tj.Name + "-node-0", Namespace: tj.Namespace,
+		Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.JobSetUIDKey: string(js.UID)}}}
 	if err := h.client.Create(context.Background(), job); err != nil {
 		h.t.Fatal(err)
 	}

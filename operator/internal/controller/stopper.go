@@ -90,7 +90,7 @@ func (s *jobSetStopper) stop(ctx context.Context, js *jobsetv1alpha2.JobSet) {
 		if s.ctx.Err() != nil {
 			return
 		}
-		s.retry(func() error { return s.deleteJobs(key) }, func(err error, wait time.Duration) {
+		s.retry(func() error { return s.deleteJobs(key, uid) }, func(err error, wait time.Duration) {
 			log.Error(err, "Deleting the Jobs of a deleted JobSet; retrying", "jobSet", key, "retryIn", wait)
 		})
 	}()
@@ -148,14 +148,17 @@ func (s *jobSetStopper) deleteJobSet(key client.ObjectKey, uid types.UID) error 
 	})
 }
 
-// deleteJobs deletes the Jobs of the deleted JobSet key, in one of the Jobs' slots. The
-// garbage collector would get to them only once it watches JobSets, which can take a while
-// after JobSet is installed. The JobSet is already gone, so nothing recreates them; their
-// pods get their grace period.
-func (s *jobSetStopper) deleteJobs(key client.ObjectKey) error {
+// deleteJobs deletes the Jobs of the deleted JobSet key of that uid, in one of the Jobs'
+// slots. The garbage collector would get to them only once it watches JobSets, which can take
+// a while after JobSet is installed. The JobSet is already gone, so nothing recreates them;
+// their pods get their grace period. JobSet labels its Jobs with its UID as well as its name:
+// a JobSet of the same name created since (its TrainJob deleted and created again while this
+// deletion waited for a slot) keeps its Jobs.
+func (s *jobSetStopper) deleteJobs(key client.ObjectKey, uid types.UID) error {
 	return s.inSlot(s.jobSlots, func(ctx context.Context) error {
 		return s.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(key.Namespace),
-			client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: key.Name}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: key.Name, jobsetv1alpha2.JobSetUIDKey: string(uid)},
+			client.PropagationPolicy(metav1.DeletePropagationBackground))
 	})
 }
 

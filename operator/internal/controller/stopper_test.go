@@ -36,19 +36,25 @@ func stopperClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object)
 }
 
 // The stopper deletes the JobSet and its Jobs once however often it is asked, and retries what
-// the apiserver refused. (That it deletes only that JobSet, by its UID, is the apiserver's
+// the apiserver refused; the Jobs of another JobSet, or of a JobSet of the same name created
+// since, are left. (That it deletes only that JobSet, by its UID, is the apiserver's
 // precondition, which the fake client does not check.)
 func TestStopperDeletesOnceAndRetries(t *testing.T) {
 	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "js-1"}}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "job"}}}
-	other := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "else-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "else"}}}
+	jobOf := func(name, jobSet string, uid types.UID) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: jobSet, jobsetv1alpha2.JobSetUIDKey: string(uid)}}}
+	}
+	job := jobOf("job-node-0", "job", "js-1")
+	other := jobOf("else-node-0", "else", "js-9")
+	successor := jobOf("job-node-1", "job", "js-2")
 	var deletes atomic.Int32
 	c := stopperClient(t, interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 		if deletes.Add(1) == 1 {
 			return apierrors.NewServiceUnavailable("the apiserver is busy")
 		}
 		return c.Delete(ctx, obj, opts...)
-	}}, js, job, other)
+	}}, js, job, other, successor)
 	s := newJobSetStopper(c)
 	for range 3 {
 		s.stop(context.Background(), js)
@@ -65,6 +71,9 @@ func TestStopperDeletesOnceAndRetries(t *testing.T) {
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(other), &batchv1.Job{}); err != nil {
 		t.Errorf("another JobSet's Job was deleted: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(successor), &batchv1.Job{}); err != nil {
+		t.Errorf("the Job of a JobSet of the same name created since was deleted: %v", err)
 	}
 
 }

@@ -150,7 +150,8 @@ func TestReconcileDeadline(t *testing.T) {
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
 	h.reconcile(tj)
 	js := h.jobSet(tj)
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "job-node-0", Namespace: "ns", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "job-node-0", Namespace: "ns",
+		Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.JobSetUIDKey: string(js.UID)}}}
 	if err := h.client.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
