@@ -229,19 +229,6 @@ func (t *tracker) latest(m map[types.NamespacedName]time.Time, ns string) time.T
 	return last
 }
 
-// earliest is the first instant in m for namespace ns (zero when there is none).
-func (t *tracker) earliest(m map[types.NamespacedName]time.Time, ns string) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var first time.Time
-	for k, v := range m {
-		if k.Namespace == ns && (first.IsZero() || v.Before(first)) {
-			first = v
-		}
-	}
-	return first
-}
-
 // recreatedJobSets counts the JobSets of namespace ns that existed under more than one UID.
 func (t *tracker) recreatedJobSets(ns string) int {
 	t.mu.Lock()

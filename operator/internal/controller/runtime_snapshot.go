@@ -200,6 +200,8 @@ type sharedSnapshot struct{ namespace, hash string }
 type keyLocks struct {
 	mu    sync.Mutex
 	locks map[sharedSnapshot]*keyLock
+	// waits, when set (tests), is called before a caller waits for a lock another holds.
+	waits func(sharedSnapshot)
 }
 
 type keyLock struct {
@@ -220,7 +222,14 @@ func (k *keyLocks) lock(key sharedSnapshot) (unlock func()) {
 		k.locks[key] = l
 	}
 	l.users++
+	waits := k.waits
+	if l.users == 1 {
+		waits = nil
+	}
 	k.mu.Unlock()
+	if waits != nil {
+		waits(key)
+	}
 	l.Lock()
 	return func() {
 		l.Unlock()

@@ -443,21 +443,17 @@ func TestSharedSnapshotLocksArePerSnapshot(t *testing.T) {
 
 	slowDone := pin(slow1)
 	<-started
+	// The second job of that snapshot waits for its lock.
+	waits := make(chan sharedSnapshot, 1)
+	r.snapshots.sharedLocks.waits = func(key sharedSnapshot) { waits <- key }
 	waiting := pin(slow2)
-	for wait := time.Now().Add(time.Minute); ; {
-		r.snapshots.sharedLocks.mu.Lock()
-		users := 0
-		for _, l := range r.snapshots.sharedLocks.locks {
-			users += l.users
+	select {
+	case key := <-waits:
+		if key != (sharedSnapshot{"slow", hash}) {
+			t.Fatalf("the second job waits for the lock of %v, want that of its snapshot", key)
 		}
-		r.snapshots.sharedLocks.mu.Unlock()
-		if users == 2 {
-			break
-		}
-		if time.Now().After(wait) {
-			t.Fatalf("the second job of the snapshot being stored is not waiting for its lock (%d users)", users)
-		}
-		time.Sleep(time.Millisecond)
+	case <-time.After(time.Minute):
+		t.Fatal("the second job of the snapshot being stored does not wait for its lock")
 	}
 	within("pinning a job of another namespace", pin(other))
 	collected := make(chan error, 1)
