@@ -173,13 +173,13 @@ func parseRequestCounts(raw []byte, verbs []string, byVerb bool) map[string]floa
 	return out
 }
 
-// writesWhileDeadlinesFire reads the apiserver's request counts (call it a second before the
+// requestsWhileDeadlinesFire reads the apiserver's request counts (call it a second before the
 // first of n deadlines falls due); the function it returns reads them again once every
 // deadline was seen and logs the writes and the reads meanwhile, per deadline and by verb and
 // resource, most first: the load on the apiserver that the Failed writes and the JobSet
-// deletions share with the garbage collector's cascade and the rest of the platform. A reading that fails is
-// logged, not fatal: the figures are for diagnosis.
-func (e *env) writesWhileDeadlinesFire(ctx context.Context, n int) func() {
+// deletions share with the garbage collector's cascade and the rest of the platform. A
+// reading that fails is logged, not fatal: the figures are for diagnosis.
+func (e *env) requestsWhileDeadlinesFire(ctx context.Context, n int) func() {
 	before, err := apiserverMetrics(ctx, e.cfg)
 	if err != nil {
 		e.logf("deadline: the apiserver's requests: %v", err)
@@ -203,7 +203,7 @@ func (e *env) writesWhileDeadlinesFire(ctx context.Context, n int) func() {
 	}
 }
 
-// perDeadline is the writes between two readings, per deadline and by key, most first.
+// perDeadline is the requests between two readings, per deadline and by key, most first.
 func perDeadline(before, after map[string]float64, n int) string {
 	type count struct {
 		res string

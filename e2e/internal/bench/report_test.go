@@ -94,19 +94,25 @@ func TestPodsReportGivesEachStageAndItsOwnPart(t *testing.T) {
 	if err := writePodsReport(o, []*podsRun{run}, "torch:1", time.Now(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(o.Report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	reportHas(t, o.Report,
 		"| stage | kiln, direct |",
 		"| every rank training (torch imported, rendezvous done) | 7000 / 7400 |",
 		"| Workload admitted (Kueue) | — |",
 		"| every rank training (torch imported, rendezvous done) | 2000 |", // 7000 − 5000
 		"| every pod created (JobSet, Job controller) | 60 |",              // 100 − 40: JobSet running's median
-	} {
-		if !strings.Contains(string(raw), want) {
-			t.Errorf("the report lacks %q:\n%s", want, raw)
+	)
+}
+
+// reportHas fails the test for each line of want the report at path lacks.
+func reportHas(t *testing.T, path string, want ...string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(raw), w) {
+			t.Errorf("the report lacks %q:\n%s", w, raw)
 		}
 	}
 }
@@ -127,17 +133,9 @@ func TestReportGivesTheSubmissionAgainstTheLimit(t *testing.T) {
 	if err := writeReport(o, results, nil, time.Now(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(o.Report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	reportHas(t, o.Report,
 		"| Throughput: 1,000 running TrainJobs until all their JobSets exist | 30 s | 90 s | 0.33× | 2.00× |",
 		"| Submitting them: the 1,000 TrainJob creates, first to last | 12 s | 9 s | 1.33× | 0.80× |",
 		"| Physical limit: a plain client creates the same 1,000 JobSets with the same budget (once per run) | 15 s | | | |",
-	} {
-		if !strings.Contains(string(data), want) {
-			t.Errorf("the report lacks %q:\n%s", want, data)
-		}
-	}
+	)
 }

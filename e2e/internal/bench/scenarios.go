@@ -376,7 +376,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx)
-	writesView := e.writesWhileDeadlinesFire(ctx, n)
+	requestsView := e.requestsWhileDeadlinesFire(ctx, n)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -386,7 +386,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		e.logf("deadline: %v", err)
 	}
 	deadlineView()
-	writesView()
+	requestsView()
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2

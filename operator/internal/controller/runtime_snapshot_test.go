@@ -329,15 +329,8 @@ func TestSharedRuntimeSnapshots(t *testing.T) {
 // (not all of them) and deletes it once the last of them is gone.
 func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
 	scheme := snapshotScheme(t)
-	spec := trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
-	_, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := func(name string) *trainer.TrainJob {
-		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name),
-			Annotations: map[string]string{trainer.AnnotationRuntimeSnapshot: hash}}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
-	}
+	spec, _, hash := torchSnapshot(t)
+	job := func(name string) *trainer.TrainJob { return stampedJob("ns", name, hash) }
 	a, b := job("a"), job("b")
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}, Spec: spec}, a, b).Build()
 	r := NewTrainJobReconciler(c, c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(t0))
@@ -384,16 +377,8 @@ func TestSharedSnapshotOfDeletedJobs(t *testing.T) {
 // job of the same snapshot waits and then shares the stored one, and no lock is left behind.
 func TestSharedSnapshotLocksArePerSnapshot(t *testing.T) {
 	scheme := snapshotScheme(t)
-	spec := trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
-	data, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := func(namespace, name string) *trainer.TrainJob {
-		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("u-" + namespace + name),
-			Annotations: map[string]string{trainer.AnnotationRuntimeSnapshot: hash}}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
-	}
-	slow1, slow2, other := job("slow", "a"), job("slow", "b"), job("other", "a")
+	spec, data, hash := torchSnapshot(t)
+	slow1, slow2, other := stampedJob("slow", "a", hash), stampedJob("slow", "b", hash), stampedJob("other", "a", hash)
 	unreferenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "idle", Name: trainer.SharedRuntimeSnapshotName(hash),
 		Labels: map[string]string{trainer.LabelRuntimeSnapshot: trainer.SharedSnapshot}}, Data: map[string]string{trainer.RuntimeSnapshotKey: data}}
 	started, release := make(chan struct{}), make(chan struct{})
@@ -483,6 +468,25 @@ func TestSharedSnapshotLocksArePerSnapshot(t *testing.T) {
 	if n := r.snapshots.sharedLocks.held(); n != 0 {
 		t.Fatalf("%d snapshot locks left once nothing is pinned or collected, want none", n)
 	}
+}
+
+// torchSnapshot is the spec of a ClusterTrainingRuntime "torch" with a deadline of 60 s, and
+// its snapshot's data and hash.
+func torchSnapshot(t *testing.T) (spec trainer.TrainingRuntimeSpec, data, hash string) {
+	t.Helper()
+	spec = trainer.TrainingRuntimeSpec{RunPolicy: &trainer.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](60)}}
+	data, hash, err := trainer.EncodeRuntimeSnapshot(&trainer.RuntimeSnapshot{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, data, hash
+}
+
+// stampedJob is a TrainJob of runtime "torch" stamped, as the defaulter does, with the hash of
+// its runtime's snapshot.
+func stampedJob(namespace, name, hash string) *trainer.TrainJob {
+	return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("u-" + namespace + "-" + name),
+		Annotations: map[string]string{trainer.AnnotationRuntimeSnapshot: hash}}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch"}}}
 }
 
 // snapshotScheme knows ConfigMaps and Kiln's trainer kinds.
