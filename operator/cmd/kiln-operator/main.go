@@ -383,10 +383,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up the CronTrainJob controller: %w", err)
 	}
 	certsReady := make(chan struct{})
+	statusReady := func(*http.Request) error { return nil }
 	if status.BaseURL != "" {
-		if err := addStatusServer(mgr, o, certsReady); err != nil {
+		srv, err := addStatusServer(mgr, o, certsReady)
+		if err != nil {
 			return err
 		}
+		statusReady = srv.ReadyChecker
 	}
 	switch {
 	case !o.webhooks || o.certManagement == "files":
@@ -411,17 +414,21 @@ func run(ctx context.Context, o options) error {
 			}
 		}()
 	}
-	// Ready once the webhook server serves: the apiserver calls it for every TrainJob.
+	// Ready once the webhook server serves (the apiserver calls it for every TrainJob) and
+	// the status server listens (every trainer of the replica's Service reports to it).
 	ready := func(req *http.Request) error {
 		select {
 		case <-certsReady:
-			if !o.webhooks {
-				return nil
-			}
-			return webhookServer.ReadyChecker(req)
 		default:
 			return errors.New("webhook certificate not ready")
 		}
+		if err := statusReady(req); err != nil {
+			return err
+		}
+		if !o.webhooks {
+			return nil
+		}
+		return webhookServer.ReadyChecker(req)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -459,19 +466,19 @@ func statusServer(mgr ctrl.Manager, o options) (kilncontroller.StatusServer, err
 // addStatusServer runs the status server on every replica once the serving certificate
 // is on disk, with a client of its own: its writes and token reviews never take from the
 // controllers' rate limit.
-func addStatusServer(mgr ctrl.Manager, o options, certsReady <-chan struct{}) error {
+func addStatusServer(mgr ctrl.Manager, o options, certsReady <-chan struct{}) (*statusserver.Server, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst = float32(o.statusQPS), o.statusBurst
 	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return fmt.Errorf("status server client: %w", err)
+		return nil, fmt.Errorf("status server client: %w", err)
 	}
 	srv := statusserver.New(c, statusserver.Options{
 		BindAddress: o.statusAddr, CertDir: o.webhookCertDir,
 		// A fifth of the budget for the histories, the rest for the status writes and reviews.
 		Writer: statusserver.WriterOptions{StatusInterval: o.statusInterval, HistoryInterval: o.historyInterval, HistoryQPS: o.statusQPS / 5},
 	})
-	return mgr.Add(afterCerts{Server: srv, ready: certsReady})
+	return srv, mgr.Add(afterCerts{Server: srv, ready: certsReady})
 }
 
 // afterCerts starts the status server once the certificate is ready.

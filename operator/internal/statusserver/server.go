@@ -95,6 +95,17 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
+// ReadyChecker is a readiness check: it fails until the server listens, so that a replica
+// is ready for trainers' reports only once it can answer them.
+func (s *Server) ReadyChecker(*http.Request) error {
+	select {
+	case <-s.ready:
+		return nil
+	default:
+		return errors.New("the status server is not listening yet")
+	}
+}
+
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

@@ -61,6 +61,8 @@ var _ = Describe("Status server", Ordered, func() {
 			BindAddress: "127.0.0.1:0", CertDir: testEnv.WebhookInstallOptions.LocalServingCertDir,
 			Writer: statusserver.WriterOptions{StatusInterval: 500 * time.Millisecond, HistoryInterval: time.Second},
 		})
+		// Not ready (the operator's readyz) until it listens.
+		Expect(srv.ReadyChecker(nil)).To(MatchError(ContainSubstring("not listening")))
 		stop, done = cancel, make(chan struct{})
 		go func() {
 			defer GinkgoRecover()
@@ -68,6 +70,7 @@ var _ = Describe("Status server", Ordered, func() {
 			Expect(srv.Start(ctx)).To(Succeed())
 		}()
 		base = "https://" + srv.Addr().String()
+		Expect(srv.ReadyChecker(nil)).To(Succeed())
 	}
 	stopServer := func() {
 		stop()
