@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -171,63 +170,6 @@ func parseRequestCounts(raw []byte, verbs []string, byVerb bool) map[string]floa
 		out[res] += v
 	}
 	return out
-}
-
-// requestsWhileDeadlinesFire reads the apiserver's request counts (call it a second before the
-// first of n deadlines falls due); the function it returns reads them again once every
-// deadline was seen and logs the writes and the reads meanwhile, per deadline and by verb and
-// resource, most first: the load on the apiserver that the Failed writes and the JobSet
-// deletions share with the garbage collector's cascade and the rest of the platform. A
-// reading that fails is logged, not fatal: the figures are for diagnosis.
-func (e *env) requestsWhileDeadlinesFire(ctx context.Context, n int) func() {
-	before, err := apiserverMetrics(ctx, e.cfg)
-	if err != nil {
-		e.logf("deadline: the apiserver's requests: %v", err)
-		return func() {}
-	}
-	start := time.Now()
-	return func() {
-		after, err := apiserverMetrics(ctx, e.cfg)
-		if err != nil {
-			e.logf("deadline: the apiserver's requests: %v", err)
-			return
-		}
-		took := time.Since(start).Round(100 * time.Millisecond)
-		for _, kind := range []struct {
-			name  string
-			verbs []string
-		}{{"writes", writeVerbs}, {"reads", readVerbs}} {
-			e.logf("deadline: the apiserver's %s over the %s the deadlines took to fire: %s", kind.name, took,
-				perDeadline(parseRequestCounts(before, kind.verbs, true), parseRequestCounts(after, kind.verbs, true), n))
-		}
-	}
-}
-
-// perDeadline is the requests between two readings, per deadline and by key, most first.
-func perDeadline(before, after map[string]float64, n int) string {
-	type count struct {
-		res string
-		v   float64
-	}
-	var counts []count
-	var total float64
-	for res, v := range after {
-		if d := v - before[res]; d > 0 {
-			counts = append(counts, count{res, d})
-			total += d
-		}
-	}
-	slices.SortFunc(counts, func(a, b count) int {
-		if a.v != b.v {
-			return cmp.Compare(b.v, a.v)
-		}
-		return strings.Compare(a.res, b.res)
-	})
-	parts := []string{fmt.Sprintf("%.2f per deadline", total/float64(n))}
-	for _, c := range counts {
-		parts = append(parts, fmt.Sprintf("%s %.2f", c.res, c.v/float64(n)))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // dryRun marks the requests the apiserver answered without storing anything (dryRun=All:

@@ -150,14 +150,18 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="batch
 	}
 }
 
-// The writes while the deadlines fire: what was written between the readings, per deadline,
-// the most first (ties by name), nothing for what did not move.
+// The requests while the deadlines fire: what moved between the readings, per deadline;
+// written the most first (ties by name) after their total.
 func TestPerDeadline(t *testing.T) {
 	before := map[string]float64{"PUT trainjobs/status": 10, "DELETE jobsets": 5, "POST events": 3, "PATCH nodes/status": 7}
 	after := map[string]float64{"PUT trainjobs/status": 210, "DELETE jobsets": 205, "POST events": 403, "DELETE jobs": 200, "PATCH nodes/status": 7}
+	got := perDeadline(before, after, 200)
+	if diff := cmp.Diff(map[string]float64{"PUT trainjobs/status": 1, "DELETE jobsets": 1, "POST events": 2, "DELETE jobs": 1}, got); diff != "" {
+		t.Fatalf("perDeadline mismatch (-want +got):\n%s", diff)
+	}
 	want := "5.00 per deadline, POST events 2.00, DELETE jobs 1.00, DELETE jobsets 1.00, PUT trainjobs/status 1.00"
-	if got := perDeadline(before, after, 200); got != want {
-		t.Fatalf("got  %q\nwant %q", got, want)
+	if s := mostFirst(got, "%.2f", " per deadline"); s != want {
+		t.Fatalf("got  %q\nwant %q", s, want)
 	}
 }
 

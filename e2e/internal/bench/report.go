@@ -174,6 +174,7 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 
 	writeWritesByResource(w, o, results)
 	writeWritesBy(w, results)
+	writeDeadlineLoad(w, results)
 	writeProgress(w, o, prog)
 
 	dir := strings.TrimSuffix(o.Report, filepath.Ext(o.Report))

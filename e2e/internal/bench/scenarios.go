@@ -60,6 +60,8 @@ type runResult struct {
 	// DueEarly: deadlines due before the last JobSet existed, so that the deadline
 	// figures include the controller's creation work still going on.
 	DueEarly int
+	// DeadlineLoad is what loaded the machine while the deadlines fired.
+	DeadlineLoad *deadlineLoad
 	// TTLLag: due instant to the TrainJob's deletion seen (Kiln only: upstream has no TTL).
 	TTLLag    []time.Duration
 	TTLMissed int
@@ -376,7 +378,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx)
-	requestsView := e.requestsWhileDeadlinesFire(ctx, n)
+	loadView := e.loadWhileDeadlinesFire(ctx, n)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -386,7 +388,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 		e.logf("deadline: %v", err)
 	}
 	deadlineView()
-	requestsView()
+	r.DeadlineLoad = loadView()
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2

@@ -3,9 +3,11 @@ package platform
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,7 +28,13 @@ func (l Listener) String() string {
 // PIDs returns the PIDs of every platform process that runs now: the control plane
 // kwokctl started and the controllers the harness started.
 func (c Config) PIDs() []int {
-	var pids []int
+	return slices.Sorted(maps.Values(c.ProcessPIDs()))
+}
+
+// ProcessPIDs is PIDs by process name (its PID file's, e.g. kube-apiserver, etcd,
+// kiln-operator, kueue).
+func (c Config) ProcessPIDs() map[string]int {
+	pids := map[string]int{}
 	for _, dir := range []string{filepath.Join(c.ClusterDir(), "pids"), c.RunDir()} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
 		for _, f := range files {
@@ -36,7 +44,7 @@ func (c Config) PIDs() []int {
 			}
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 				if _, err := procfs.NewProc(pid); err == nil {
-					pids = append(pids, pid)
+					pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
 				}
 			}
 		}

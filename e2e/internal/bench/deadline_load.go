@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
+)
+
+// deadlineLoad is what loaded the machine while the deadlines fired: from a second before
+// the first fell due until the bench had seen every one fail. It is the measured reason
+// behind the deadline figures: the Failed writes and the JobSet deletions wait for the same
+// two cores as the garbage collector's cascade and the rest of the platform.
+type deadlineLoad struct {
+	Window time.Duration
+	// Writes and Reads are the apiserver's requests per deadline by "VERB resource[/sub]"
+	// (a refusal followed by its code), counted by the apiserver itself.
+	Writes, Reads map[string]float64
+	// MachineCores is the cores the whole machine was busy over the window (all but idle
+	// and I/O wait); Cores each platform process's, by its name (the controller under
+	// controllerProcess, whichever it is).
+	MachineCores float64
+	Cores        map[string]float64
+}
+
+// controllerProcess names the controller's process (Kiln's operator or upstream's
+// controller manager) among deadlineLoad.Cores; benchProcess the bench's own.
+const (
+	controllerProcess = "the controller"
+	benchProcess      = "the bench"
+)
+
+// loadReading is one reading of what loads the machine.
+type loadReading struct {
+	at            time.Time
+	writes, reads map[string]float64
+	machine       time.Duration
+	procs         map[string]procCPU
+}
+
+type procCPU struct {
+	pid int
+	cpu time.Duration
+}
+
+// readLoad reads the apiserver's request counts, the machine's busy CPU time and each
+// platform process's CPU time.
+func (e *env) readLoad(ctx context.Context) (loadReading, error) {
+	raw, err := apiserverMetrics(ctx, e.cfg)
+	if err != nil {
+		return loadReading{}, err
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return loadReading{}, fmt.Errorf("opening /proc: %w", err)
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return loadReading{}, fmt.Errorf("reading /proc/stat: %w", err)
+	}
+	t := st.CPUTotal
+	l := loadReading{
+		at:      time.Now(),
+		writes:  parseRequestCounts(raw, writeVerbs, true),
+		reads:   parseRequestCounts(raw, readVerbs, true),
+		machine: time.Duration((t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ + t.Steal) * float64(time.Second)),
+		procs:   map[string]procCPU{},
+	}
+	pids := e.p.ProcessPIDs()
+	pids[benchProcess] = os.Getpid()
+	for name, pid := range pids {
+		if name == e.p.TrainerProcess().Name {
+			name = controllerProcess
+		}
+		if u, err := procUsageOf(fs, pid); err == nil { // a process gone meanwhile is left out
+			l.procs[name] = procCPU{pid: pid, cpu: u.cpu}
+		}
+	}
+	return l, nil
+}
+
+// loadBetween is the load from reading a to reading b, n deadlines having fired between.
+// A process that restarted in between (another PID) is left out.
+func loadBetween(a, b loadReading, n int) *deadlineLoad {
+	l := &deadlineLoad{
+		Window: b.at.Sub(a.at),
+		Writes: perDeadline(a.writes, b.writes, n),
+		Reads:  perDeadline(a.reads, b.reads, n),
+		Cores:  map[string]float64{},
+	}
+	secs := l.Window.Seconds()
+	if secs <= 0 {
+		return l
+	}
+	l.MachineCores = (b.machine - a.machine).Seconds() / secs
+	for name, pb := range b.procs {
+		if pa, ok := a.procs[name]; ok && pa.pid == pb.pid {
+			l.Cores[name] = (pb.cpu - pa.cpu).Seconds() / secs
+		}
+	}
+	return l
+}
+
+// loadWhileDeadlinesFire reads the load (call it a second before the first of n deadlines
+// falls due); the function it returns reads it again once every deadline was seen, logs it
+// and returns it. A reading that fails is logged and gives no load: it is for diagnosis.
+func (e *env) loadWhileDeadlinesFire(ctx context.Context, n int) func() *deadlineLoad {
+	before, err := e.readLoad(ctx)
+	if err != nil {
+		e.logf("deadline: the load while the deadlines fire: %v", err)
+		return func() *deadlineLoad { return nil }
+	}
+	return func() *deadlineLoad {
+		after, err := e.readLoad(ctx)
+		if err != nil {
+			e.logf("deadline: the load while the deadlines fire: %v", err)
+			return nil
+		}
+		l := loadBetween(before, after, n)
+		took := l.Window.Round(100 * time.Millisecond)
+		e.logf("deadline: the apiserver's writes over the %s the deadlines took to fire: %s", took, mostFirst(l.Writes, "%.2f", " per deadline"))
+		e.logf("deadline: the apiserver's reads over the same: %s", mostFirst(l.Reads, "%.2f", " per deadline"))
+		e.logf("deadline: cores busy over the same: the machine %.2f of %d; %s", l.MachineCores, runtime.NumCPU(), mostFirst(l.Cores, "%.2f", " in the platform's processes"))
+		return l
+	}
+}
+
+// perDeadline is the requests between two readings, per deadline, by key: only what moved.
+func perDeadline(before, after map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d / float64(n)
+		}
+	}
+	return out
+}
+
+// mostFirst writes counts as their total (followed by totalSuffix), then each, the most
+// first (ties by name).
+func mostFirst(counts map[string]float64, format, totalSuffix string) string {
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		if counts[a] != counts[b] {
+			return cmp.Compare(counts[b], counts[a])
+		}
+		return strings.Compare(a, b)
+	})
+	parts := []string{fmt.Sprintf(format, sumValues(counts)) + totalSuffix}
+	for _, k := range keys {
+		parts = append(parts, k+" "+fmt.Sprintf(format, counts[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeDeadlineLoad is the deadline scenario's load, per controller (only when it was read).
+func writeDeadlineLoad(w func(string, ...any), results []*runResult) {
+	kiln, up := string(platform.TrainerKiln), string(platform.TrainerUpstream)
+	if !slices.ContainsFunc(results, func(r *runResult) bool { return r.DeadlineLoad != nil }) {
+		return
+	}
+	of := func(f func(l *deadlineLoad) float64) figure {
+		return func(r *runResult) (float64, bool) {
+			if r.DeadlineLoad == nil {
+				return 0, false
+			}
+			return f(r.DeadlineLoad), true
+		}
+	}
+	// keys of the maps m gives whose median is at least least for either controller,
+	// Kiln's most first.
+	keys := func(m func(l *deadlineLoad) map[string]float64, least float64) []string {
+		all := map[string]bool{}
+		for _, r := range results {
+			if r.DeadlineLoad != nil {
+				for k := range m(r.DeadlineLoad) {
+					all[k] = true
+				}
+			}
+		}
+		median := map[string][2]float64{}
+		var out []string
+		for k := range all {
+			f := of(func(l *deadlineLoad) float64 { return m(l)[k] })
+			ks, us := spreadOf(results, kiln, f), spreadOf(results, up, f)
+			if ks.median >= least || us.median >= least {
+				median[k] = [2]float64{ks.median, us.median}
+				out = append(out, k)
+			}
+		}
+		slices.SortFunc(out, func(a, b string) int {
+			if c := cmp.Compare(median[b][0], median[a][0]); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(median[b][1], median[a][1]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		return out
+	}
+	row := func(name string, f func(l *deadlineLoad) float64, unit string, decimals int) {
+		k, u := spreadOf(results, kiln, of(f)), spreadOf(results, up, of(f))
+		w("| %s | %s | %s |", name, k.String(unit, decimals), u.String(unit, decimals))
+	}
+	w("## While the deadlines fire")
+	w("")
+	w("From a second before the first deadline falls due until the bench has seen every one fail: the apiserver's")
+	w("requests per deadline (its `apiserver_request_total`: every component's, by verb and resource, a refusal")
+	w("followed by its code; those under 0.1 per deadline left out) and the cores each process kept busy (from")
+	w("/proc; under 0.02 left out). The `Failed` writes and the JobSet deletions wait for these cores with the rest.")
+	w("Upstream's deadlines fire over a longer window, so its load is spread over more time. Median over the runs (min–max).")
+	w("")
+	w("| over the window | Kiln | upstream |")
+	w("|---|---|---|")
+	row("the window", func(l *deadlineLoad) float64 { return l.Window.Seconds() }, " s", 1)
+	for _, kind := range []struct {
+		name string
+		m    func(l *deadlineLoad) map[string]float64
+	}{
+		{"writes", func(l *deadlineLoad) map[string]float64 { return l.Writes }},
+		{"reads", func(l *deadlineLoad) map[string]float64 { return l.Reads }},
+	} {
+		row("the apiserver's "+kind.name+" per deadline", func(l *deadlineLoad) float64 { return sumValues(kind.m(l)) }, "", 2)
+		for _, k := range keys(kind.m, 0.1) {
+			row("… `"+k+"`", func(l *deadlineLoad) float64 { return kind.m(l)[k] }, "", 2)
+		}
+	}
+	row(fmt.Sprintf("cores busy, the whole machine (of %d)", runtime.NumCPU()), func(l *deadlineLoad) float64 { return l.MachineCores }, "", 2)
+	listed := keys(func(l *deadlineLoad) map[string]float64 { return l.Cores }, 0.02)
+	for _, k := range listed {
+		row("… "+k, func(l *deadlineLoad) float64 { return l.Cores[k] }, "", 2)
+	}
+	row("… the rest (the kernel, the platform's smaller processes, others)", func(l *deadlineLoad) float64 {
+		rest := l.MachineCores
+		for _, k := range listed {
+			rest -= l.Cores[k]
+		}
+		return max(0, rest)
+	}, "", 2)
+	w("")
+}
