@@ -3,11 +3,9 @@ package platform
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -28,28 +26,35 @@ func (l Listener) String() string {
 // PIDs returns the PIDs of every platform process that runs now: the control plane
 // kwokctl started and the controllers the harness started.
 func (c Config) PIDs() []int {
-	return slices.Sorted(maps.Values(c.ProcessPIDs()))
+	var pids []int
+	c.eachProcess(func(_ string, pid int) { pids = append(pids, pid) })
+	return pids
 }
 
 // ProcessPIDs is PIDs by process name (its PID file's, e.g. kube-apiserver, etcd,
 // kiln-operator, kueue).
 func (c Config) ProcessPIDs() map[string]int {
 	pids := map[string]int{}
+	c.eachProcess(func(name string, pid int) { pids[name] = pid })
+	return pids
+}
+
+// eachProcess calls f with the name and PID of each platform process that runs now.
+func (c Config) eachProcess(f func(name string, pid int)) {
 	for _, dir := range []string{filepath.Join(c.ClusterDir(), "pids"), c.RunDir()} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
-		for _, f := range files {
-			data, err := os.ReadFile(f)
+		for _, file := range files {
+			data, err := os.ReadFile(file)
 			if err != nil {
 				continue
 			}
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 				if _, err := procfs.NewProc(pid); err == nil {
-					pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+					f(strings.TrimSuffix(filepath.Base(file), ".pid"), pid)
 				}
 			}
 		}
 	}
-	return pids
 }
 
 // Listeners returns the listening TCP sockets owned by pids, read from /proc.
