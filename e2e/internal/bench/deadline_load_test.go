@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -57,11 +56,7 @@ func TestLoadBetween(t *testing.T) {
 // matter named (a key only one controller has counts 0 for the other), the cores of the
 // machine and of each busy process, and the rest of the machine's.
 func TestReportGivesTheLoadWhileTheDeadlinesFire(t *testing.T) {
-	o := DefaultOptions(t.TempDir())
-	if err := os.MkdirAll(filepath.Join(o.Root, "bin", "bench"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	o.Report = filepath.Join(t.TempDir(), "bench.md")
+	o := reportOptions(t)
 	load := func(window time.Duration, patch, tiny, machine, apiserver, controller float64) *deadlineLoad {
 		return &deadlineLoad{
 			Window:       window,

@@ -120,11 +120,7 @@ func reportHas(t *testing.T, path string, want ...string) {
 // The report puts the submission beside the throughput, both against the limit: the
 // submission is the floor of the controller's part of the throughput figure.
 func TestReportGivesTheSubmissionAgainstTheLimit(t *testing.T) {
-	o := DefaultOptions(t.TempDir())
-	if err := os.MkdirAll(filepath.Join(o.Root, "bin", "bench"), 0o755); err != nil { // where the samples go
-		t.Fatal(err)
-	}
-	o.Report = filepath.Join(t.TempDir(), "bench.md")
+	o := reportOptions(t)
 	o.Runs = 1
 	results := []*runResult{
 		{Trainer: string(platform.TrainerKiln), Run: 1, Submit: 12 * time.Second, AllJobSets: 30 * time.Second, Limit: 15 * time.Second, Webhook: 100 * time.Millisecond},
@@ -138,4 +134,16 @@ func TestReportGivesTheSubmissionAgainstTheLimit(t *testing.T) {
 		"| Submitting them: the 1,000 TrainJob creates, first to last | 12 s | 9 s | 1.33× | 0.80× |",
 		"| Physical limit: a plain client creates the same 1,000 JobSets with the same budget (once per run) | 15 s | | | |",
 	)
+}
+
+// reportOptions are the default options with the report, and the samples beside it, in
+// temporary directories.
+func reportOptions(t *testing.T) Options {
+	t.Helper()
+	o := DefaultOptions(t.TempDir())
+	if err := os.MkdirAll(filepath.Join(o.Root, "bin", "bench"), 0o755); err != nil { // where the samples go
+		t.Fatal(err)
+	}
+	o.Report = filepath.Join(t.TempDir(), "bench.md")
+	return o
 }
