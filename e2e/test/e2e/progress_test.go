@@ -68,6 +68,7 @@ if dist.get_rank() == 0:
     ctx = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
     with urllib.request.urlopen(req, context=ctx) as res:
         print("raw post", res.status, flush=True)
+dist.destroy_process_group()
 EOF
 exec torchrun /tmp/train.py`
 
