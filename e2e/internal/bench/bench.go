@@ -53,7 +53,7 @@ type Options struct {
 	TimerJobs        int
 	TimerDeadline    time.Duration
 	// Scenarios limits the run to these scenarios (all when empty): admission, deadline
-	// (with throughput and Kiln's TTL), limit (needs deadline), memory, progress.
+	// (with throughput and Kiln's TTL), limit and floor (need deadline), memory, progress.
 	Scenarios []string
 	// Budget is the client budget and parallelism both controllers get.
 	Budget platform.ControllerBudget
@@ -101,7 +101,7 @@ func reportPath(root string) string {
 }
 
 // controllerScenarios are those that run for every controller in every run.
-var controllerScenarios = []string{"admission", "deadline", "limit", "memory"}
+var controllerScenarios = []string{"admission", "deadline", "limit", "floor", "memory"}
 
 func (o Options) wants(scenario string) bool {
 	return len(o.Scenarios) == 0 || slices.Contains(o.Scenarios, scenario)
@@ -248,6 +248,7 @@ func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*run
 		{"deadline", deadlines, true},
 		// The limit is the machine's, not a controller's: measured once per run.
 		{"limit", limit, tr == platform.TrainerKiln},
+		{"floor", floor, tr == platform.TrainerKiln},
 		{"usage", usage, true},
 		{"memory", memory, run <= o.MemoryRuns},
 	}

@@ -132,6 +132,18 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	if limitS.n > 0 {
 		w("| Physical limit: a plain client creates the same %s JobSets with the same budget (once per run) | %s | | | |", count(o.Jobs), limitS.String(" s", 1))
 	}
+	if floorS := spreadOf(results, kiln, durationFigure(func(r *runResult) time.Duration { return r.Floor })); floorS.n > 0 {
+		w("| Floor of the throughput figure: the same %s TrainJob creates through the same webhooks, each followed by its JobSet's create from a plain client with the same budget, no controller (once per run) | %s | | | %s |", count(o.Jobs), floorS.String(" s", 1), ratio(floorS, limitS))
+		// Per run, against that run's floor: the hour moves both alike.
+		overFloor := spreadOf(results, kiln, func(r *runResult) (float64, bool) {
+			return r.AllJobSets.Seconds() / r.Floor.Seconds(), r.Floor > 0 && r.AllJobSets > 0
+		})
+		w("| Throughput over the floor of the same run | %s | | | |", overFloor.String("×", 2))
+		row("Floor: its TrainJob creates, first to last", durationFigure(func(r *runResult) time.Duration { return r.FloorSubmit }), " s", 1, true)
+		row("Floor: time the apiserver spent in the controller's webhooks per create", func(r *runResult) (float64, bool) {
+			return r.FloorWebhook.Seconds() * 1000, r.Floor != 0
+		}, " ms", 1, false)
+	}
 	deadline := func(r *runResult) []time.Duration { return r.DeadlineLag }
 	row(fmt.Sprintf("Deadline: due to Failed/DeadlineExceeded written, p50 (%s deadlines of %ds)", count(o.Jobs), int(o.Deadline.Seconds())), lagFigure(deadline, 50), " ms", 0, false)
 	row("Deadline: due to Failed/DeadlineExceeded written, p99", lagFigure(deadline, 99), " ms", 0, false)
@@ -232,6 +244,11 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	w("- Throughput: over the same submission, from the first create to the last of their JobSets seen (while the")
 	w("  JobSet and Job controllers, the scheduler and KWOK start the pods of the first ones). The limit is a plain")
 	w("  client with the controllers' budget creating %s copies of one of those JobSets, once per run.", count(o.Jobs))
+	w("- Floor (`make bench`, not bench-quick): the throughput scenario's work with no controller in it, on Kiln's")
+	w("  platform once the limit's pods are gone. The bench creates the same TrainJobs with the same 32 writers, through")
+	w("  the same webhooks (Kiln's and Kueue's), managed by MultiKueue, which nothing on one cluster acts on; right after")
+	w("  each create, a plain client with the controllers' budget creates its JobSet. From the first create to the last")
+	w("  JobSet seen: the least a controller behind those webhooks can take for the throughput figure here.")
 	w("- Writes: every write request the apiserver answered while the Kueue scenario ran, over its TrainJobs; the")
 	w("  by-writer table is the apiserver's audit log of that namespace (user agent, verb, resource, status code).")
 	w("  Dry runs (`dryRun=All`, marked so) store nothing but cost the apiserver all the rest (admission, webhooks):")

@@ -42,6 +42,11 @@ type runResult struct {
 	// Limit is the same for a plain client creating the same JobSets directly with the
 	// controllers' client budget.
 	Limit time.Duration
+	// Floor is the throughput figure with no controller at all: the same TrainJob creates,
+	// each followed by its JobSet's create from a plain client with the controllers' budget.
+	// FloorSubmit is how long its TrainJob creates took, first to last, and FloorWebhook the
+	// time the apiserver spent in the controller's webhooks per create meanwhile.
+	Floor, FloorSubmit, FloorWebhook time.Duration
 	// IdleWebhook is the time in the controller's webhooks per create, and IdleCreate each
 	// create call's duration, of TrainJobs created one at a time on an idle platform: each
 	// once the controller and the platform are done with the one before (its JobSet exists,
@@ -118,6 +123,11 @@ func (e *env) namespace(ctx context.Context, name string) error {
 
 // createMany creates n objects with 32 writers, retrying what the apiserver throttles.
 func createMany(ctx context.Context, c client.Client, n int, mk func(i int) client.Object) error {
+	return forEach(ctx, n, func(i int) error { return createRetrying(ctx, c, mk(i)) })
+}
+
+// forEach calls do for 0..n-1 with 32 writers, until the first error.
+func forEach(ctx context.Context, n int, do func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
@@ -128,17 +138,8 @@ func createMany(ctx context.Context, c client.Client, n int, mk func(i int) clie
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				obj := mk(i)
-				var err error
-				for attempt := range 10 {
-					if err = c.Create(ctx, obj); err == nil || apierrors.IsAlreadyExists(err) {
-						err = nil
-						break
-					}
-					time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("creating %s: %w", obj.GetName(), err)
+				if err := do(i); err != nil {
+					errs <- err
 					return
 				}
 			}
@@ -147,6 +148,18 @@ func createMany(ctx context.Context, c client.Client, n int, mk func(i int) clie
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// createRetrying creates obj (done if it exists), retrying what the apiserver throttles.
+func createRetrying(ctx context.Context, c client.Client, obj client.Object) error {
+	var err error
+	for attempt := range 10 {
+		if err = c.Create(ctx, obj); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	return fmt.Errorf("creating %s: %w", obj.GetName(), err)
 }
 
 // limit: a plain client with the controllers' budget creates the same JobSets (copies of
@@ -188,7 +201,81 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	r.Limit = last.Sub(start)
 	e.logf("limit: %d JobSets created directly in %s", n, r.Limit.Round(time.Millisecond))
 	// They are not TrainJobs; they must not weigh on the memory figure. Nothing timed
-	// follows, so the namespace controller deletes them while the memory scenario starts.
+	// follows but the floor, which waits for them to go; otherwise the namespace
+	// controller deletes them while the memory scenario starts.
+	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// floorNamespace holds the floor scenario's TrainJobs and JobSets.
+const floorNamespace = "bench-floor"
+
+// floor: the throughput scenario's work with no controller in it, the least any controller
+// can take for that figure on this platform. The bench creates the same TrainJobs with the
+// same 32 writers, through the same webhooks (the controller's and Kueue's), and right after
+// each create succeeds, a plain client with the controllers' budget creates its JobSet (a
+// copy of one the controller rendered, as the limit's). The TrainJobs are managed by
+// MultiKueue, which nothing on this single cluster acts on: neither controller renders,
+// writes a status or records an event for them, and Kueue ignores a job without a queue.
+// Timed from the first TrainJob create to the last JobSet seen, as the throughput figure.
+func floor(ctx context.Context, e *env, r *runResult) error {
+	const ns = floorNamespace
+	if e.rendered == nil {
+		return fmt.Errorf("the floor needs a JobSet the controller rendered: run the deadline scenario first")
+	}
+	// The limit's JobSets and pods must not weigh on it.
+	if err := e.settle(ctx, "bench-limit"); err != nil {
+		return err
+	}
+	if err := e.namespace(ctx, ns); err != nil {
+		return err
+	}
+	spec, _, _ := unstructured.NestedMap(e.rendered.Object, "spec")
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	n, secs := e.o.Jobs, int64(e.o.Deadline/time.Second)
+	secs0, _, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var lastCreate time.Time
+	start := time.Now()
+	if err := forEach(ctx, n, func(i int) error {
+		name := fmt.Sprintf("tj-%05d", i)
+		tj := benchJob(ns, name, false, "1h")
+		tj.Spec.ActiveDeadlineSeconds = ptr.To(secs)
+		tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueControllerName)
+		if err := createRetrying(ctx, e.c, tj); err != nil {
+			return err
+		}
+		mu.Lock()
+		lastCreate = time.Now()
+		mu.Unlock()
+		js := platform.UnstructuredOf(platform.JobSetGVK)
+		js.SetNamespace(ns)
+		js.SetName(name)
+		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
+		return createRetrying(ctx, c, js)
+	}); err != nil {
+		return err
+	}
+	last, err := e.allJobSets(ctx, ns, n, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	secs1, _, err := webhookSeconds(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	r.Floor, r.FloorSubmit = last.Sub(start), lastCreate.Sub(start)
+	r.FloorWebhook = time.Duration((secs1 - secs0) / float64(n) * float64(time.Second))
+	e.logf("floor: %d TrainJobs and their JobSets created with no controller in %s (the TrainJobs in %s, webhooks %s per create)",
+		n, r.Floor.Round(time.Millisecond), r.FloorSubmit.Round(time.Millisecond), r.FloorWebhook.Round(100*time.Microsecond))
+	// As the limit's: deleted while the memory scenario starts.
 	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
