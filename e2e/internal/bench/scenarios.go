@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,6 +151,35 @@ func forEach(ctx context.Context, n int, do func(i int) error) error {
 	return <-errs
 }
 
+// forEachOf calls do for each item of items with workers goroutines, until items is closed
+// and drained; after the first error it drains items without calling do.
+func forEachOf[T any](ctx context.Context, items <-chan T, workers int, do func(T) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for item := range items {
+				mu.Lock()
+				failed := first != nil
+				mu.Unlock()
+				if failed || ctx.Err() != nil {
+					continue
+				}
+				if err := do(item); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
 // createRetrying creates obj (done if it exists), retrying what the apiserver throttles.
 func createRetrying(ctx context.Context, c client.Client, obj client.Object) error {
 	var err error
@@ -211,9 +241,10 @@ const floorNamespace = "bench-floor"
 
 // floor: the throughput scenario's work with no controller in it, the least any controller
 // can take for that figure on this platform. The bench creates the same TrainJobs with the
-// same 32 writers, through the same webhooks (the controller's and Kueue's), and right after
-// each create succeeds, a plain client with the controllers' budget creates its JobSet (a
-// copy of one the controller rendered, as the limit's). The TrainJobs are managed by
+// same 32 writers, through the same webhooks (the controller's and Kueue's), and as each
+// create returns, one of as many JobSet creators as the controllers have workers creates its
+// JobSet (a copy of one the controller rendered, as the limit's) with a plain client and the
+// controllers' budget. The TrainJobs are managed by
 // MultiKueue, which nothing on this single cluster acts on: neither controller renders,
 // writes a status or records an event for them, and Kueue ignores a job without a queue.
 // Timed from the first TrainJob create to the last JobSet seen, as the throughput figure.
@@ -241,10 +272,21 @@ func floor(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	var lastCreate time.Time
+	// The JobSets' creators, as many as the controllers' workers, take each TrainJob as its
+	// create returns: the writers never wait for a JobSet, as they do not for a controller.
+	created := make(chan string, n)
+	jobSets := make(chan error, 1)
+	go func() {
+		jobSets <- forEachOf(ctx, created, e.o.Budget.Concurrency, func(name string) error {
+			js := platform.UnstructuredOf(platform.JobSetGVK)
+			js.SetNamespace(ns)
+			js.SetName(name)
+			_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
+			return createRetrying(ctx, c, js)
+		})
+	}()
 	start := time.Now()
-	if err := forEach(ctx, n, func(i int) error {
+	err = forEach(ctx, n, func(i int) error {
 		name := fmt.Sprintf("tj-%05d", i)
 		tj := benchJob(ns, name, false, "1h")
 		tj.Spec.ActiveDeadlineSeconds = ptr.To(secs)
@@ -252,15 +294,12 @@ func floor(ctx context.Context, e *env, r *runResult) error {
 		if err := createRetrying(ctx, e.c, tj); err != nil {
 			return err
 		}
-		mu.Lock()
-		lastCreate = time.Now()
-		mu.Unlock()
-		js := platform.UnstructuredOf(platform.JobSetGVK)
-		js.SetNamespace(ns)
-		js.SetName(name)
-		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
-		return createRetrying(ctx, c, js)
-	}); err != nil {
+		created <- name
+		return nil
+	})
+	r.FloorSubmit = time.Since(start)
+	close(created)
+	if err := errors.Join(err, <-jobSets); err != nil {
 		return err
 	}
 	last, err := e.allJobSets(ctx, ns, n, 10*time.Minute)
@@ -271,7 +310,7 @@ func floor(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		return err
 	}
-	r.Floor, r.FloorSubmit = last.Sub(start), lastCreate.Sub(start)
+	r.Floor = last.Sub(start)
 	r.FloorWebhook = time.Duration((secs1 - secs0) / float64(n) * float64(time.Second))
 	e.logf("floor: %d TrainJobs and their JobSets created with no controller in %s (the TrainJobs in %s, webhooks %s per create)",
 		n, r.Floor.Round(time.Millisecond), r.FloorSubmit.Round(time.Millisecond), r.FloorWebhook.Round(100*time.Microsecond))
