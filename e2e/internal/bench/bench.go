@@ -248,8 +248,11 @@ func runOnce(ctx context.Context, o Options, tr platform.Trainer, run int) (*run
 		{"deadline", deadlines, true},
 		// The limit is the machine's, not a controller's: measured once per run.
 		{"limit", limit, tr == platform.TrainerKiln},
-		{"floor", floor, tr == platform.TrainerKiln},
+		// The controller's CPU and peak RSS are read before the floor, which is no
+		// controller's work and runs on Kiln's platform only (its operator still serves the
+		// webhooks of the floor's creates and watches the limit's and the floor's objects go).
 		{"usage", usage, true},
+		{"floor", floor, tr == platform.TrainerKiln},
 		{"memory", memory, run <= o.MemoryRuns},
 	}
 	for _, s := range steps {

@@ -260,6 +260,8 @@ func writeReport(o Options, results []*runResult, prog *progressResult, started 
 	w("  half suspended, on a copy of the runtime whose JobSets name another manager (`spec.managedBy`), so that the")
 	w("  rest of the platform leaves them be and only the controller works. RSS is read from /proc once the controller")
 	w("  has rendered them all, in %d of the runs; its peak includes the restart's initial list of everything.", min(o.MemoryRuns, o.Runs))
+	w("- Peak RSS and CPU over the timed scenarios: the controller's (`VmHWM` and CPU time in /proc) from its start through")
+	w("  the Kueue, deadline and limit scenarios, read before the floor, which is no controller's work.")
 	w("")
 	if err := saveReport(o.Report, b.String()); err != nil {
 		return err
