@@ -195,32 +195,19 @@ func createRetrying(ctx context.Context, c client.Client, obj client.Object) err
 // limit: a plain client with the controllers' budget creates the same JobSets (copies of
 // one the controller rendered in the deadline scenario) directly.
 func limit(ctx context.Context, e *env, r *runResult) error {
-	const ns = "bench-limit"
+	const ns = limitNamespace
 	if err := e.namespace(ctx, ns); err != nil {
 		return err
 	}
-	if e.rendered == nil {
-		return fmt.Errorf("the limit needs a JobSet the controller rendered: run the deadline scenario first")
-	}
 	// The deadline scenario's pods must not weigh on it.
-	if err := e.settle(ctx, deadlineNamespace); err != nil {
-		return err
-	}
-	spec, _, _ := unstructured.NestedMap(e.rendered.Object, "spec")
-	cfg := rest.CopyConfig(e.cfg)
-	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
-	c, err := client.New(cfg, client.Options{})
+	c, jobSet, err := e.renderedCopies(ctx, "limit", deadlineNamespace)
 	if err != nil {
 		return err
 	}
 	n := e.o.Jobs
 	start := time.Now()
 	if err := createMany(ctx, c, n, func(i int) client.Object {
-		js := platform.UnstructuredOf(platform.JobSetGVK)
-		js.SetNamespace(ns)
-		js.SetName(fmt.Sprintf("js-%05d", i))
-		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
-		return js
+		return jobSet(ns, fmt.Sprintf("js-%05d", i))
 	}); err != nil {
 		return err
 	}
@@ -234,6 +221,35 @@ func limit(ctx context.Context, e *env, r *runResult) error {
 	// follows but the floor, which waits for them to go; otherwise the namespace
 	// controller deletes them while the memory scenario starts.
 	return e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// limitNamespace holds the limit scenario's JobSets.
+const limitNamespace = "bench-limit"
+
+// renderedCopies is, once the Jobs and pods of namespace after are gone, a plain client with
+// the controllers' budget and a maker of copies of the JobSet the controller rendered in the
+// deadline scenario, which scenario needs.
+func (e *env) renderedCopies(ctx context.Context, scenario, after string) (client.Client, func(ns, name string) client.Object, error) {
+	if e.rendered == nil {
+		return nil, nil, fmt.Errorf("the %s needs a JobSet the controller rendered: run the deadline scenario first", scenario)
+	}
+	if err := e.settle(ctx, after); err != nil {
+		return nil, nil, err
+	}
+	spec, _, _ := unstructured.NestedMap(e.rendered.Object, "spec")
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func(ns, name string) client.Object {
+		js := platform.UnstructuredOf(platform.JobSetGVK)
+		js.SetNamespace(ns)
+		js.SetName(name)
+		_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
+		return js
+	}, nil
 }
 
 // floorNamespace holds the floor scenario's TrainJobs and JobSets.
@@ -250,21 +266,12 @@ const floorNamespace = "bench-floor"
 // Timed from the first TrainJob create to the last JobSet seen, as the throughput figure.
 func floor(ctx context.Context, e *env, r *runResult) error {
 	const ns = floorNamespace
-	if e.rendered == nil {
-		return fmt.Errorf("the floor needs a JobSet the controller rendered: run the deadline scenario first")
-	}
 	// The limit's JobSets and pods must not weigh on it.
-	if err := e.settle(ctx, "bench-limit"); err != nil {
+	c, jobSet, err := e.renderedCopies(ctx, "floor", limitNamespace)
+	if err != nil {
 		return err
 	}
 	if err := e.namespace(ctx, ns); err != nil {
-		return err
-	}
-	spec, _, _ := unstructured.NestedMap(e.rendered.Object, "spec")
-	cfg := rest.CopyConfig(e.cfg)
-	cfg.QPS, cfg.Burst = float32(e.o.Budget.QPS), e.o.Budget.Burst
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
 		return err
 	}
 	n, secs := e.o.Jobs, int64(e.o.Deadline/time.Second)
@@ -278,11 +285,7 @@ func floor(ctx context.Context, e *env, r *runResult) error {
 	jobSets := make(chan error, 1)
 	go func() {
 		jobSets <- forEachOf(ctx, created, e.o.Budget.Concurrency, func(name string) error {
-			js := platform.UnstructuredOf(platform.JobSetGVK)
-			js.SetNamespace(ns)
-			js.SetName(name)
-			_ = unstructured.SetNestedMap(js.Object, runtimeDeepCopy(spec), "spec")
-			return createRetrying(ctx, c, js)
+			return createRetrying(ctx, c, jobSet(ns, name))
 		})
 	}()
 	start := time.Now()
