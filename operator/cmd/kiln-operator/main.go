@@ -150,8 +150,10 @@ func main() {
 	ctrl.SetLogger(logger)
 	// And klog's: client-go's and the status server's logs (klog.FromContext of a context
 	// without a logger) go through the same logger, at the same verbosity, instead of
-	// klog's own text at its -v (0), which dropped them.
-	klog.SetLogger(logger)
+	// klog's own text at its -v (0), which dropped them. Contextual: klog.Background() is
+	// this logger itself; without it klog wraps it in its own -v check, and every V(1) and
+	// V(2) line of the status server was dropped.
+	klog.SetLoggerWithOptions(logger, klog.ContextualLogger(true))
 	if err := setGCPercent(o.gcPercent, os.Getenv("GOGC")); err != nil {
 		ctrl.Log.Error(err, "Invalid flag")
 		os.Exit(2)

@@ -98,6 +98,31 @@ type pending struct {
 	lastStatus, lastHistory time.Time
 	// touched is when the job last reported: a job silent for long is forgotten.
 	touched time.Time
+	// failedStatus and failedHistory count the writes that failed in a row: the first
+	// failure of a run, and every failedLogEvery-th, are logged at the default verbosity.
+	failedStatus, failedHistory int
+}
+
+// failedLogEvery: a write failing for good (retried every second) says so once a minute or so.
+const failedLogEvery = 60
+
+// logFailure logs a failed write at the default verbosity when it starts a run of failures
+// or the run goes on, else at V(2); failed counts it (w.mu held by the caller).
+func logFailure(log klog.Logger, failed *int, what string, err error) {
+	*failed++
+	if *failed == 1 || *failed%failedLogEvery == 0 {
+		log.Info("Writing the "+what+" failed; retrying every second", "err", err, "failedInARow", *failed)
+		return
+	}
+	log.V(2).Info("Writing the "+what+" failed; retrying", "err", err, "failedInARow", *failed)
+}
+
+// logRecovery logs a write that succeeded after failures (w.mu held by the caller).
+func logRecovery(log klog.Logger, failed *int, what string) {
+	if *failed > 0 {
+		log.Info("Wrote the "+what+" after failed attempts", "failedInARow", *failed)
+		*failed = 0
+	}
 }
 
 func newWriter(c client.Client, clk clock.WithTicker, opts WriterOptions) *writer {
@@ -253,13 +278,14 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 			if p.status == nil {
 				p.status, p.received = ts, received
 			}
+			logFailure(log, &p.failedStatus, "trainer status", err)
 			w.mu.Unlock()
 			observeWrite("status", "error")
-			log.V(2).Info("Writing the trainer status failed; retrying", "err", err)
 			w.queue.AddAfter(job, time.Second)
 			return
 		default:
 			p.lastStatus, p.uid = now, uid
+			logRecovery(log, &p.failedStatus, "trainer status")
 			observeWrite("status", "ok")
 			observeLag(w.clock.Since(received))
 		}
@@ -282,11 +308,16 @@ func (w *writer) write(ctx context.Context, job types.NamespacedName, final bool
 			return
 		} else if err != nil {
 			observeWrite("history", "error")
-			log.V(2).Info("Writing the metrics history failed; retrying", "err", err)
+			w.mu.Lock()
+			logFailure(log, &p.failedHistory, "metrics history", err)
+			w.mu.Unlock()
 			w.queue.AddAfter(job, time.Second)
 			return
 		}
 		observeWrite("history", "ok")
+		w.mu.Lock()
+		logRecovery(log, &p.failedHistory, "metrics history")
+		w.mu.Unlock()
 	}
 	// More arrived meanwhile, or the history waits for its interval.
 	w.mu.Lock()

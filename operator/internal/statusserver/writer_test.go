@@ -3,15 +3,18 @@ package statusserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,6 +151,57 @@ func TestAWriteNeverAnsweredIsRetried(t *testing.T) {
 	w.add(key, status(time.Now(), kiln.MetricStep, "16"))
 	w.add(key, status(time.Now(), kiln.MetricStep, "40"))
 	waitForStored(ctx, t, base, key, "the report was not written after a write that was never answered", func(first trainer.Metric) bool { return first.Value == "40" })
+}
+
+// A status write that keeps failing says so at the default verbosity, on its first failure
+// and every failedLogEvery-th (the rest at V(2)), and once when it succeeds again; the
+// report it held is written then.
+func TestFailingWritesAreLoggedAtDefaultVerbosity(t *testing.T) {
+	scheme := testScheme(t)
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}
+	key := client.ObjectKeyFromObject(tj)
+	failures := failedLogEvery + 1
+	base := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&trainer.TrainJob{}).WithObjects(tj).Build()
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if failures > 0 {
+				failures--
+				return apierrors.NewServiceUnavailable("the apiserver is busy")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	w := newWriter(c, clk, WriterOptions{StatusInterval: time.Second, HistoryInterval: time.Hour})
+	var logged []string
+	// Verbosity 0: what an operator at the default level shows.
+	ctx := klog.NewContext(context.Background(), funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+
+	w.add(key, status(clk.Now(), kiln.MetricStep, "7"))
+	for range failedLogEvery + 2 {
+		w.write(ctx, key, false)
+		clk.Step(time.Second)
+	}
+	tj = &trainer.TrainJob{}
+	if err := base.Get(ctx, key, tj); err != nil {
+		t.Fatal(err)
+	}
+	if ts := tj.Status.TrainerStatus; ts == nil || ts.Metrics[0].Value != "7" {
+		t.Fatalf("the report was not written once the apiserver answered: %+v", ts)
+	}
+	want := []string{
+		`"level"=0 "msg"="Writing the trainer status failed; retrying every second" "trainJob"={"name"="job" "namespace"="ns"} "err"="the apiserver is busy" "failedInARow"=1`,
+		fmt.Sprintf(`"level"=0 "msg"="Writing the trainer status failed; retrying every second" "trainJob"={"name"="job" "namespace"="ns"} "err"="the apiserver is busy" "failedInARow"=%d`, failedLogEvery),
+		fmt.Sprintf(`"level"=0 "msg"="Wrote the trainer status after failed attempts" "trainJob"={"name"="job" "namespace"="ns"} "failedInARow"=%d`, failedLogEvery+1),
+	}
+	if len(logged) != len(want) {
+		t.Fatalf("logged %d lines, want %d:\n%s", len(logged), len(want), strings.Join(logged, "\n"))
+	}
+	for i := range want {
+		if logged[i] != want[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i, logged[i], want[i])
+		}
+	}
 }
 
 // A history write that finds its TrainJobMetrics gone, the TrainJob still there, loses
