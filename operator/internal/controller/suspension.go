@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/kiln-ml/kiln/api/kueue"
@@ -40,12 +41,20 @@ func suspensionCondition(tj *trainer.TrainJob, st *trainer.TrainJobStatus) {
 }
 
 // activeSince is when a running job that has no startTime yet became active, nil when
-// that is unknown (it then counts from now) or the job is not running.
-func (r *TrainJobReconciler) activeSince(ctx context.Context, tj *trainer.TrainJob, st *trainer.TrainJobStatus) *time.Time {
+// that is unknown (it then counts from now) or the job is not running. js is the job's own
+// JobSet, nil when it has none.
+func (r *TrainJobReconciler) activeSince(ctx context.Context, tj *trainer.TrainJob, st *trainer.TrainJobStatus, js *jobsetv1alpha2.JobSet) *time.Time {
 	if st.StartTime != nil || ptr.Deref(tj.Spec.Suspend, false) || finished(st) {
 		return nil
 	}
-	return activeFrom(r.admissionTime(ctx, tj), unsuspendedAt(tj, r.clock.Now()))
+	resumed := unsuspendedAt(tj, r.clock.Now())
+	if resumed == nil && tj.Spec.Suspend == nil && js != nil && !js.CreationTimestamp.IsZero() {
+		// Never suspended: active since its JobSet was created, whenever the status that
+		// says so is written (the reconcile that creates the JobSet leaves it to the next,
+		// jobSetCreatedFirst).
+		resumed = ptr.To(js.CreationTimestamp.Time)
+	}
+	return activeFrom(r.admissionTime(ctx, tj), resumed)
 }
 
 // activeFrom is when a job became active: once Kueue admitted it (nil: not queued, or

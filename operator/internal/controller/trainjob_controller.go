@@ -40,7 +40,8 @@ const FieldOwner = "kiln-trainjob-controller"
 
 // timerPriority is the work queue priority of a TrainJob whose deadline or TTL falls due:
 // ahead of the reconciles that status churn queues (priority 0, lower for resyncs), so that
-// under load a due action does not wait behind them.
+// under load a due action does not wait behind them. A TrainJob just created comes after
+// them and before the churn (createPriority, new_jobs_first.go).
 const timerPriority = 100
 
 // killPriority is that of the reconcile that deletes the JobSet of a TrainJob whose deadline
@@ -129,6 +130,13 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 // reconcile reads the TrainJob's JobSet, brings the JobSet in line with the job, computes
 // the whole status in memory, writes it once, records the events it explains, and only
 // then acts on what the lifecycle decided.
+//
+// jobSetCreatedFirst: a reconcile that creates the JobSet stops there. The JobSet's watch
+// event queues the job again, behind the other new jobs (createPriority), and that
+// reconcile writes the status (startTime, from the JobSet's creation or the resume, and
+// the conditions) and sets the job's timers. Under a burst of submissions each worker
+// then spends one write per new job instead of two, and the JobSets, what users wait
+// for, are created first; the statuses follow at the default priority.
 func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
 	ctx, traced := withReconcileTrace(ctx)
 	key := client.ObjectKeyFromObject(tj)
@@ -149,6 +157,13 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	var applyErr error
 	if !finished(&tj.Status) {
 		evs, applyErr = r.reconcileJobSet(ctx, tj, js)
+		if js == nil && applyErr == nil {
+			// The JobSet was created just now: its status comes next (jobSetCreatedFirst).
+			r.retries.notice(key, nil)
+			state := jobState(tj, &tj.Status)
+			recordTrace(ctx, traced, tj, state, state, evs, lifecycleActions{}, nil)
+			return reconcile.Result{}, nil
+		}
 	}
 	if js != nil && !metav1.IsControlledBy(js, tj) {
 		// Another TrainJob's JobSet, typically that of a deleted TrainJob of the same name
@@ -164,7 +179,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	if err != nil {
 		return reconcile.Result{}, errors.Join(applyErr, err)
 	}
-	acts := applyLifecycle(tj, st, policy, r.clock.Now(), r.activeSince(ctx, tj, st))
+	acts := applyLifecycle(tj, st, policy, r.clock.Now(), r.activeSince(ctx, tj, st, js))
 	changed := transitions(tj, st)
 	before := *tj.Status.DeepCopy()
 	batched, err := r.writeStatus(ctx, tj, st)
@@ -261,6 +276,7 @@ func (r *TrainJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		Named("trainjob").
 		For(&trainer.TrainJob{}, builder.WithPredicates(notProgressOnly{})).
 		Watches(&trainer.TrainJob{}, timersFirst(r.clock)).
+		Watches(&trainer.TrainJob{}, newJobsFirst()).
 		Owns(&jobsetv1alpha2.JobSet{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime(trainer.TrainingRuntimeKind))).

@@ -73,6 +73,19 @@ func (h *harness) reconcile(tj *trainer.TrainJob) reconcile.Result {
 	return res
 }
 
+// created runs the reconcile that creates the job's JobSet, which writes no status, then
+// the one its JobSet's watch event queues, and returns that one's result.
+func (h *harness) created(tj *trainer.TrainJob) reconcile.Result {
+	h.t.Helper()
+	if diff := cmp.Diff(reconcile.Result{}, h.reconcile(tj)); diff != "" {
+		h.t.Errorf("the reconcile that creates the JobSet (-want +got):\n%s", diff)
+	}
+	if h.jobSet(tj) == nil {
+		h.t.Fatal("the first reconcile created no JobSet")
+	}
+	return h.reconcile(tj)
+}
+
 func (h *harness) trainJob(tj *trainer.TrainJob) *trainer.TrainJob {
 	h.t.Helper()
 	got := &trainer.TrainJob{}
@@ -124,13 +137,27 @@ func TestReconcileCreatesJobSetAndCountsTheDeadline(t *testing.T) {
 	tj := kilntesting.MakeTrainJob("job", "ns").ActiveDeadlineSeconds(3600).Obj()
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
 
-	res := h.reconcile(tj)
-	if diff := cmp.Diff(reconcile.Result{RequeueAfter: time.Hour, Priority: ptr.To(timerPriority)}, res); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
+	// The reconcile that creates the JobSet does that only: the status is the next one's.
+	if diff := cmp.Diff(reconcile.Result{}, h.reconcile(tj)); diff != "" {
+		t.Errorf("the reconcile that creates the JobSet (-want +got):\n%s", diff)
 	}
 	js := h.jobSet(tj)
 	if js == nil || !metav1.IsControlledBy(js, tj) {
 		t.Fatalf("JobSet %v not created, or not controlled by the TrainJob", js)
+	}
+	if st := h.trainJob(tj).Status; st.StartTime != nil || len(st.Conditions) > 0 {
+		t.Errorf("the reconcile that created the JobSet wrote the status %+v", st)
+	}
+	// Queued again by the JobSet's creation, a second later: the deadline counts from the
+	// JobSet's creation, not from when the status says so.
+	js.CreationTimestamp = metav1.NewTime(t0)
+	if err := h.client.Update(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(t0.Add(time.Second))
+	res := h.reconcile(tj)
+	if diff := cmp.Diff(reconcile.Result{RequeueAfter: time.Hour - time.Second, Priority: ptr.To(timerPriority)}, res); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
 	}
 	got := h.trainJob(tj)
 	if diff := cmp.Diff(ptr.To(metav1.NewTime(t0)), got.Status.StartTime); diff != "" {
@@ -148,7 +175,7 @@ func TestReconcileCreatesJobSetAndCountsTheDeadline(t *testing.T) {
 func TestReconcileDeadline(t *testing.T) {
 	tj := kilntesting.MakeTrainJob("job", "ns").ActiveDeadlineSeconds(60).Obj()
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
-	h.reconcile(tj)
+	h.created(tj)
 	js := h.jobSet(tj)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "job-node-0", Namespace: "ns",
 		Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.JobSetUIDKey: string(js.UID)}}}
@@ -294,7 +321,7 @@ func TestReconcileCountsFromKueueAdmission(t *testing.T) {
 		}},
 	}
 	h := newHarness(t, tj, wl, torch.ClusterTrainingRuntime())
-	res := h.reconcile(tj)
+	res := h.created(tj)
 	if diff := cmp.Diff(ptr.To(metav1.NewTime(admitted)), h.trainJob(tj).Status.StartTime); diff != "" {
 		t.Errorf("startTime is not Kueue's admission (-want +got):\n%s", diff)
 	}
@@ -348,7 +375,7 @@ func TestReconcileRuntimeNotFoundThenFound(t *testing.T) {
 	if err := h.client.Create(context.Background(), torch.ClusterTrainingRuntime()); err != nil {
 		t.Fatal(err)
 	}
-	h.reconcile(tj)
+	h.created(tj)
 	if c := condition(h.trainJob(tj), trainer.TrainJobFailed); c != "False/"+trainer.TrainJobRuntimeFoundReason {
 		t.Errorf("Failed %q, want False/RuntimeFound", c)
 	}
@@ -360,7 +387,7 @@ func TestReconcileRuntimeNotFoundThenFound(t *testing.T) {
 func TestReconcileBatchesMirrorOnlyChanges(t *testing.T) {
 	tj := kilntesting.MakeTrainJob("job", "ns").Obj()
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
-	h.reconcile(tj)
+	h.created(tj)
 	js := h.jobSet(tj)
 	js.Status.ReplicatedJobsStatus = kilntesting.MakeJobSet(tj).ReplicatedJobStatus("node", 1, 0, 0, 1, 0).Status.ReplicatedJobsStatus
 	if err := h.client.Status().Update(context.Background(), js); err != nil {
