@@ -71,8 +71,8 @@ type Options struct {
 	// MakeTarget is the make target the report says wrote it (bench, bench-quick).
 	MakeTarget string
 	// Profiles, when set, is a directory where the bench saves Kiln's operator's heap
-	// profile at the memory sample and its CPU profile over the throughput scenario's
-	// submission (go tool pprof reads them).
+	// profile at the memory sample and its CPU profiles over the throughput scenario's
+	// submission and over the deadlines' first 20 seconds (go tool pprof reads them).
 	Profiles string
 	Out      io.Writer
 }

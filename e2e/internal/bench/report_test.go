@@ -80,6 +80,31 @@ func TestCountBefore(t *testing.T) {
 	}
 }
 
+func TestLagsByDueGroupsBySecondFromTheFirst(t *testing.T) {
+	tr := newTracker()
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	for i, j := range []struct {
+		ns       string
+		due, lag time.Duration
+		seen     bool
+	}{
+		{"a", 0, 100 * ms, true}, {"a", 0, 300 * ms, true}, {"a", 2 * time.Second, 900 * ms, true},
+		{"a", 2 * time.Second, 0, false},  // never seen: not counted
+		{"b", -time.Minute, 5 * ms, true}, // another namespace's: neither counted nor the first
+	} {
+		k := types.NamespacedName{Namespace: j.ns, Name: fmt.Sprint(i)}
+		tr.deadlineDue[k] = t0.Add(j.due)
+		if j.seen {
+			tr.deadlineSeen[k] = t0.Add(j.due + j.lag)
+		}
+	}
+	got := formatByDue(tr.lagsByDue(tr.deadlineSeen, tr.deadlineDue, "a"))
+	if want := "+0s 2: p50 0.10s max 0.30s, +2s 1: p50 0.90s max 0.90s"; got != want {
+		t.Fatalf("formatByDue(lagsByDue()) = %q, want %q", got, want)
+	}
+}
+
 func TestPodsReportGivesEachStageAndItsOwnPart(t *testing.T) {
 	ms := func(v ...int) []time.Duration {
 		var out []time.Duration

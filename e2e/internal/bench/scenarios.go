@@ -463,7 +463,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	if err != nil {
 		return err
 	}
-	cpu := e.profileSubmission(ctx, r)
+	cpu := e.profileCPU(ctx, r, "submission", "throughput: the submission", submissionProfileSeconds)
 	start := time.Now()
 	if err := createMany(ctx, e.c, n, func(i int) client.Object {
 		tj := benchJob(ns, fmt.Sprintf("tj-%05d", i), false, "1h")
@@ -508,6 +508,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	deadlineView, ttlView := e.operatorViewOfDeadlines(ctx)
 	loadView := e.loadWhileDeadlinesFire(ctx, n)
+	cpu = e.profileCPU(ctx, r, "deadlines", "deadline: the deadlines firing", deadlinesProfileSeconds)
 	err = waitFor(ctx, e.o.Deadline+3*time.Minute, "every deadline", func() (bool, string) {
 		got := e.tracker.count(e.tracker.deadlineSeen, ns)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
@@ -518,6 +519,9 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	}
 	deadlineView()
 	r.DeadlineLoad = loadView()
+	if err := cpu(); err != nil {
+		return err
+	}
 	lastDeadline := time.Now()
 	if e.p.Trainer == platform.TrainerKiln {
 		withTTL := (n + 1) / 2
@@ -537,6 +541,7 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	time.Sleep(time.Until(lastDeadline.Add(10 * time.Second)))
 	r.DeadlineLag = e.tracker.lags(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)
 	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
+	e.logf("deadline: Failed by the second its deadline fell due in (from the first): %s", formatByDue(e.tracker.lagsByDue(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)))
 	r.Recreated = e.tracker.recreatedJobSets(ns)
 	r.DueEarly = e.tracker.countBefore(e.tracker.deadlineDue, ns, last)
 	e.logf("deadline: %d fired (%d missed), p50 %s, p99 %s; JobSet deleted p50 %s, p99 %s; %d JobSets recreated", len(r.DeadlineLag), r.DeadlineMissed,
@@ -544,28 +549,32 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	return nil
 }
 
-// profileSubmission starts a CPU profile of Kiln's operator over the throughput scenario's
-// submission when profiles are asked for (--profiles): where the operator's CPU goes while
-// its webhooks answer the creates. The function it returns waits for the profile.
-func (e *env) profileSubmission(ctx context.Context, r *runResult) func() error {
+// profileCPU starts a CPU profile of Kiln's operator of the next seconds, saved as
+// kiln-NAME-runN.cpu, when profiles are asked for (--profiles): where the operator's CPU goes
+// over a scenario's busiest moments (what says which). The function it returns waits for it.
+func (e *env) profileCPU(ctx context.Context, r *runResult, name, what string, seconds int) func() error {
 	if e.o.Profiles == "" || e.p.Trainer != platform.TrainerKiln {
 		return func() error { return nil }
 	}
-	path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-submission-run%d.cpu", r.Run))
+	path := filepath.Join(e.o.Profiles, fmt.Sprintf("kiln-%s-run%d.cpu", name, r.Run))
 	done := make(chan error, 1)
-	go func() { done <- e.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", submissionProfileSeconds), path) }()
+	go func() { done <- e.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", seconds), path) }()
 	return func() error {
 		if err := <-done; err != nil {
 			return err
 		}
-		e.logf("throughput: CPU profile of the submission's first %ds in %s (go tool pprof -top %s)", submissionProfileSeconds, path, path)
+		e.logf("%s: CPU profile of the first %ds in %s (go tool pprof -top %s)", what, seconds, path, path)
 		return nil
 	}
 }
 
 // submissionProfileSeconds is how long the submission's CPU profile lasts: about the
-// submission of 1,000 TrainJobs on this machine.
-const submissionProfileSeconds = 10
+// submission of 1,000 TrainJobs on this machine. deadlinesProfileSeconds: about the window
+// in which their 1,000 deadlines fire.
+const (
+	submissionProfileSeconds = 10
+	deadlinesProfileSeconds  = 20
+)
 
 // deadlineNamespace holds the deadline scenario's TrainJobs.
 const deadlineNamespace = "bench-deadline"

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/kiln-ml/kiln/api/kueue"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // tracker records, from watches, the instant the bench first saw each thing happen to
@@ -214,6 +218,56 @@ func (t *tracker) lags(seen, from map[types.NamespacedName]time.Time, ns string)
 		}
 	}
 	return out
+}
+
+// dueSecond is the lags of the deadlines (or TTLs) that fell due in one second.
+type dueSecond struct {
+	// at is the second, from the first that anything fell due in.
+	at   time.Duration
+	lags []time.Duration
+}
+
+// lagsByDue groups the lags from from to seen in namespace ns by the second they fell due
+// in, the first second first: where in the window a tail of lags sits.
+func (t *tracker) lagsByDue(seen, from map[types.NamespacedName]time.Time, ns string) []dueSecond {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first time.Time
+	for k, f := range from {
+		if _, ok := seen[k]; ok && k.Namespace == ns && (first.IsZero() || f.Before(first)) {
+			first = f
+		}
+	}
+	by := map[time.Duration]*dueSecond{}
+	var out []*dueSecond
+	for k, s := range seen {
+		f, ok := from[k]
+		if !ok || k.Namespace != ns {
+			continue
+		}
+		at := f.Sub(first).Truncate(time.Second)
+		if by[at] == nil {
+			by[at] = &dueSecond{at: at}
+			out = append(out, by[at])
+		}
+		by[at].lags = append(by[at].lags, s.Sub(f))
+	}
+	slices.SortFunc(out, func(a, b *dueSecond) int { return cmp.Compare(a.at, b.at) })
+	res := make([]dueSecond, len(out))
+	for i, d := range out {
+		res[i] = *d
+	}
+	return res
+}
+
+// formatByDue is the seconds' lags in one line: each second's count, p50 and worst.
+func formatByDue(secs []dueSecond) string {
+	parts := make([]string, len(secs))
+	for i, d := range secs {
+		parts[i] = fmt.Sprintf("+%ds %d: p50 %.2fs max %.2fs", int(d.at/time.Second), len(d.lags),
+			stats.Percentile(d.lags, 50).Seconds(), stats.Percentile(d.lags, 100).Seconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // latest is the last instant in m for namespace ns.
