@@ -72,7 +72,8 @@ type Options struct {
 	MakeTarget string
 	// Profiles, when set, is a directory where the bench saves Kiln's operator's heap
 	// profile at the memory sample and its CPU profiles over the throughput scenario's
-	// submission and over the deadlines' first 20 seconds (go tool pprof reads them).
+	// submission and over the deadlines' first 20 seconds (go tool pprof reads them); the
+	// deadline scenario then also logs its load second by second (loadBySecond).
 	Profiles string
 	Out      io.Writer
 }

@@ -119,7 +119,9 @@ func (e *env) loadWhileDeadlinesFire(ctx context.Context, n int) func() *deadlin
 		e.logf("deadline: the load while the deadlines fire: %v", err)
 		return func() *deadlineLoad { return nil }
 	}
+	seconds := e.loadBySecond(ctx, before)
 	return func() *deadlineLoad {
+		seconds()
 		after, err := e.readLoad(ctx)
 		if err != nil {
 			e.logf("deadline: the load while the deadlines fire: %v", err)
@@ -131,6 +133,53 @@ func (e *env) loadWhileDeadlinesFire(ctx context.Context, n int) func() *deadlin
 		e.logf("deadline: the apiserver's reads over the same: %s", mostFirst(l.Reads, "%.2f", " per deadline"))
 		e.logf("deadline: cores busy over the same: the machine %.2f of %d; %s", l.MachineCores, runtime.NumCPU(), mostFirst(l.Cores, "%.2f", " in the platform's processes"))
 		return l
+	}
+}
+
+// loadBySecond reads the load every second from before on, when profiles are asked for
+// (--profiles: reading the apiserver's metrics each second loads it too); the function it
+// returns stops and logs each interval's: the apiserver's writes (the most of them first) and
+// the cores busy, from the first deadline's due instant (before is read a second earlier).
+// A reading under load takes a while, so the intervals are a second or more.
+func (e *env) loadBySecond(ctx context.Context, before loadReading) func() {
+	if e.o.Profiles == "" {
+		return func() {}
+	}
+	stop, done := make(chan struct{}), make(chan []loadReading, 1)
+	go func() {
+		readings := []loadReading{before}
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- readings
+				return
+			case <-t.C:
+				if l, err := e.readLoad(ctx); err == nil {
+					readings = append(readings, l)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		readings := <-done
+		for i := 1; i < len(readings); i++ {
+			a, b := readings[i-1], readings[i]
+			l := loadBetween(a, b, 1) // the writes in the interval, not per deadline
+			top := maps.Collect(func(yield func(string, float64) bool) {
+				for k, v := range l.Writes {
+					if v >= 10*l.Window.Seconds() && !yield(k, v) {
+						return
+					}
+				}
+			})
+			// mostFirst's total is of those listed: the writes of 10 or more a second.
+			e.logf("deadline: from %+.1fs for %.1fs: apiserver %.2f cores, the controller %.2f, kube-controller-manager %.2f, the machine %.2f; writes %.0f, of which %s",
+				(a.at.Sub(before.at) - time.Second).Seconds(), l.Window.Seconds(), l.Cores["kube-apiserver"], l.Cores[controllerProcess],
+				l.Cores["kube-controller-manager"], l.MachineCores, sumValues(l.Writes), mostFirst(top, "%.0f", " in those of 10 or more a second"))
+		}
 	}
 }
 
