@@ -168,17 +168,18 @@ func (e *env) loadBySecond(ctx context.Context, before loadReading) func() {
 		for i := 1; i < len(readings); i++ {
 			a, b := readings[i-1], readings[i]
 			l := loadBetween(a, b, 1) // the writes in the interval, not per deadline
+			secs := l.Window.Seconds()
 			top := maps.Collect(func(yield func(string, float64) bool) {
 				for k, v := range l.Writes {
-					if v >= 10*l.Window.Seconds() && !yield(k, v) {
+					if v/secs >= 10 && !yield(k, v/secs) {
 						return
 					}
 				}
 			})
 			// mostFirst's total is of those listed: the writes of 10 or more a second.
-			e.logf("deadline: from %+.1fs for %.1fs: apiserver %.2f cores, the controller %.2f, kube-controller-manager %.2f, the machine %.2f; writes %.0f, of which %s",
+			e.logf("deadline: from %+.1fs for %.1fs: apiserver %.2f cores, the controller %.2f, kube-controller-manager %.2f, the machine %.2f; writes %.0f a second, of which %s",
 				(a.at.Sub(before.at) - time.Second).Seconds(), l.Window.Seconds(), l.Cores["kube-apiserver"], l.Cores[controllerProcess],
-				l.Cores["kube-controller-manager"], l.MachineCores, sumValues(l.Writes), mostFirst(top, "%.0f", " in those of 10 or more a second"))
+				l.Cores["kube-controller-manager"], l.MachineCores, sumValues(l.Writes)/secs, mostFirst(top, "%.0f", " in those of 10 or more a second"))
 		}
 	}
 }
