@@ -30,6 +30,12 @@ KUBE_VERSION_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/clien
 # Kiln's own version, stamped into every binary through one variable (api/version).
 KILN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 VERSION_LDFLAGS := -X github.com/kiln-ml/kiln/api/version.Version=$(KILN_VERSION)
+# Every build of Kiln's programs. grpcnotrace: gRPC, which OpenTelemetry's OTLP exporters link,
+# then leaves out golang.org/x/net/trace, whose html/template (a method called by name) keeps
+# the linker from dropping any exported method: the operator's code and tables take 41 MB
+# instead of 60, and it keeps fewer of their pages resident (docs/performance.md, "Where the
+# memory goes"). `make verify` fails if a server links text/template again (binary-deps).
+KILN_BUILD_FLAGS := -tags=grpcnotrace
 
 KUBE_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 PLATFORM_BINARIES := $(addprefix $(BIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl jobset kueue registry)
@@ -122,14 +128,14 @@ $(PLATFORM): $(call go_sources,e2e build/images api runtimes) $(wildcard runtime
 	go build -o $@ ./e2e/cmd/kiln-platform
 
 $(OPERATOR): $(call go_sources,operator api runtimes) go.work
-	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./operator/cmd/kiln-operator
+	go build $(KILN_BUILD_FLAGS) -ldflags "$(VERSION_LDFLAGS)" -o $@ ./operator/cmd/kiln-operator
 
 $(APISERVER): $(call go_sources,apiserver api) go.work $(CONSOLE_DIST)
-	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./apiserver/cmd/kiln-apiserver
+	go build $(KILN_BUILD_FLAGS) -ldflags "$(VERSION_LDFLAGS)" -o $@ ./apiserver/cmd/kiln-apiserver
 
 # The CLI, also installed as the kubectl plugin `kubectl kiln`.
 $(KILN): $(call go_sources,cli sdk-gen/go api) go.work
-	go build -ldflags "$(VERSION_LDFLAGS)" -o $@ ./cli/cmd/kiln
+	go build $(KILN_BUILD_FLAGS) -ldflags "$(VERSION_LDFLAGS)" -o $@ ./cli/cmd/kiln
 	ln -sf kiln $(BIN)/kubectl-kiln
 
 ##@ Images
@@ -145,7 +151,7 @@ images: $(CONSOLE_DIST) ## Build Kiln's images (base, pause, kiln-operator, kiln
 	dpkg -s ca-certificates >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq ca-certificates; }
 	for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
 		os=$${p%%/*}; arch=$${p#*/}; dir=$(IMAGES_BUILD)/$${os}_$${arch}; mkdir -p $$dir; \
-		build="env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath"; \
+		build="env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build $(KILN_BUILD_FLAGS) -trimpath"; \
 		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln-operator ./operator/cmd/kiln-operator; \
 		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln-apiserver ./apiserver/cmd/kiln-apiserver; \
 		$$build -ldflags "-s -w $(VERSION_LDFLAGS)" -o $$dir/kiln ./cli/cmd/kiln; \
@@ -227,12 +233,12 @@ release: $(BIN)/helm $(CHART_DEPS) $(SDK_TS_DIST) ## Build release VERSION (vX.Y
 	$(MAKE) images KILN_VERSION=$(VERSION)
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)/cli
 	for p in $(CLI_PLATFORMS); do \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build $(KILN_BUILD_FLAGS) -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
 			-o $(RELEASE_DIR)/cli/kiln-$${p%/*}-$${p#*/} ./cli/cmd/kiln; \
 	done
 	@# The conformance suite (docs/install.md, "Check an install"), for the machines admins run it from.
 	for a in amd64 arm64; do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$a go test -c -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a go test $(KILN_BUILD_FLAGS) -c -trimpath -ldflags "-s -w -X github.com/kiln-ml/kiln/api/version.Version=$(VERSION)" \
 			-o $(RELEASE_DIR)/cli/kiln-conformance-linux-$$a ./e2e/test/e2e; \
 	done
 	go run ./build/cmd/kiln-release --version $(VERSION) --out $(RELEASE_DIR) --images $(BIN)/images --helm $(BIN)/helm
@@ -543,6 +549,16 @@ kind-lint: ## Check e2e/kind's scripts with shellcheck.
 	command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck; }
 	shellcheck e2e/kind/*.sh
 
+# The servers must not link text/template: a method it calls by name makes the linker keep every
+# exported method of every type (KILN_BUILD_FLAGS says what that cost).
+.PHONY: binary-deps
+binary-deps: ## Check that the operator and the API server do not link text/template.
+	@for c in operator/cmd/kiln-operator apiserver/cmd/kiln-apiserver; do \
+		by=$$(go list $(KILN_BUILD_FLAGS) -deps -f '{{.ImportPath}} {{join .Imports " "}}' ./$$c | \
+			awk '{for (i = 2; i <= NF; i++) if ($$i == "text/template" || $$i == "html/template") print $$1}'); \
+		[ -z "$$by" ] || { echo "make verify: ./$$c links text/template (imported by: $$(echo $$by)), which keeps every exported method in the binary; drop that import or build it out with a tag in KILN_BUILD_FLAGS"; exit 1; }; \
+	done
+
 $(BIN)/kind: tools/kind/go.mod tools/kind/go.sum
 	cd tools/kind && CGO_ENABLED=0 $(TOOLS_ENV) $(GO_BUILD) -o $@ sigs.k8s.io/kind
 
@@ -553,7 +569,7 @@ chart-lint: $(BIN)/helm $(CHART_DEPS) ## Lint the Helm chart charts/kiln (strict
 	helm template kiln charts/kiln --namespace kiln-system --kube-version $(KUBE_VERSION) > /dev/null
 
 .PHONY: verify
-verify: generate vet lint chart-lint kind-lint proto-breaking ## Regenerate and lint everything; fail on any finding, diff or untracked file.
+verify: generate vet lint chart-lint kind-lint proto-breaking binary-deps ## Regenerate and lint everything; fail on any finding, diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES) tools)" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES) tools; exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
@@ -598,7 +614,7 @@ CONFORMANCE_LOCAL := KILN_CONFORMANCE_IMAGE=kiln.local/torch-cpu:1.13 KILN_CONFO
 CONFORMANCE_ON_PLATFORM = $(CONFORMANCE_LOCAL) KUBECONFIG="$$($(PLATFORM) kubeconfig)" $(CONFORMANCE) -ginkgo.no-color $(CONFORMANCE_ARGS)
 
 $(CONFORMANCE): $(call go_sources,e2e api) $(wildcard e2e/test/e2e/*_test.go) go.work
-	go test -c -ldflags "$(VERSION_LDFLAGS)" -o $@ ./e2e/test/e2e
+	go test $(KILN_BUILD_FLAGS) -c -ldflags "$(VERSION_LDFLAGS)" -o $@ ./e2e/test/e2e
 
 .PHONY: test-conformance
 test-conformance: $(CONFORMANCE) ## Check an install: the conformance suite against KUBECONFIG's cluster (else the local platform's), a report at the end.
