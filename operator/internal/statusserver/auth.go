@@ -55,6 +55,16 @@ type authError struct {
 
 func (e *authError) Error() string { return e.reason }
 
+// noVerdict is a review that did not conclude: the Kubernetes API did not answer within the
+// request's time (the server's own client queues its calls under --status-server-qps) or
+// failed. The trainer is told to retry (503); nothing is cached.
+func noVerdict(doing string, err error) *authError {
+	return &authError{code: http.StatusServiceUnavailable, reason: fmt.Sprintf(
+		"the status server could not check the token now (%s: %v); it checks each trainer's token once and then keeps "+
+			"the verdict, so retry after the Retry-After seconds (many trainers starting at once wait for its API budget, "+
+			"the operator's --status-server-qps)", doing, err)}
+}
+
 func unauthorized(format string, args ...any) *authError {
 	return &authError{code: http.StatusUnauthorized, reason: fmt.Sprintf(format, args...)}
 }
@@ -100,7 +110,7 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, job types.
 	}
 	claims := peekClaims(token)
 	err := a.review(ctx, token, claims, job)
-	if err != nil && err.code == http.StatusInternalServerError {
+	if err != nil && err.code == http.StatusServiceUnavailable {
 		return err // not a verdict: ask again next time
 	}
 	ttl := grantedTTL
@@ -132,7 +142,7 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 	audience := trainer.TokenAudience(job.Namespace, job.Name)
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := a.client.Create(ctx, tr); err != nil {
-		return &authError{code: http.StatusInternalServerError, reason: fmt.Sprintf("reviewing the token: %v", err)}
+		return noVerdict("reviewing the token", err)
 	}
 	if !tr.Status.Authenticated {
 		// The API says only that it is invalid; the token's own (unverified) claims say why.
@@ -161,7 +171,7 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: pod}, p); apierrors.IsNotFound(err) {
 		return forbidden("token bound to pod %s/%s, which no longer exists", ns, pod)
 	} else if err != nil {
-		return &authError{code: http.StatusInternalServerError, reason: fmt.Sprintf("reading pod %s/%s: %v", ns, pod, err)}
+		return noVerdict(fmt.Sprintf("reading pod %s/%s", ns, pod), err)
 	}
 	if string(p.UID) != podUID {
 		return forbidden("token bound to an earlier pod named %s/%s", ns, pod)

@@ -15,7 +15,7 @@ var (
 	})
 	updatesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_progress_updates_refused_total",
-		Help: "Progress updates the status server refused, by reason: unauthenticated (401), forbidden (403), invalid (400), too_large (413), rate_limited (429), error (500).",
+		Help: "Progress updates the status server refused, by reason: unauthenticated (401), forbidden (403), invalid (400), too_large (413), rate_limited (429), unavailable (503: no verdict on the token in time), error (500).",
 	}, []string{"reason"})
 	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_progress_writes_total",

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -34,6 +35,11 @@ const (
 	// a large job posting every step is refused (429), not written.
 	perJobRate  = 5
 	perJobBurst = 20
+	// defaultAnswerWithin bounds what a request waits for (its token's review): past it, the
+	// trainer is told to come back (503 with Retry-After), see Options.AnswerWithin.
+	defaultAnswerWithin = 8 * time.Second
+	// answerMargin is the connection's write deadline past AnswerWithin, for the answer itself.
+	answerMargin = 2 * time.Second
 )
 
 // Options configure the status server.
@@ -43,6 +49,12 @@ type Options struct {
 	// CertDir holds tls.crt and tls.key (the webhook server's), reloaded when they change.
 	CertDir string
 	Writer  WriterOptions
+	// AnswerWithin bounds the wait of a request for its token's review (8 s when 0). A
+	// thousand trainers starting together queue for the server's API budget; those it
+	// cannot review in time are answered 503 with Retry-After, always before the
+	// connection's write deadline (AnswerWithin + 2 s): a write past that deadline breaks
+	// the TLS stream, and the trainer saw "tls: bad record MAC" instead of an answer.
+	AnswerWithin time.Duration
 	// Clock is the real clock unless a test sets one.
 	Clock clock.WithTicker
 }
@@ -76,6 +88,9 @@ var (
 func New(c client.Client, opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.AnswerWithin <= 0 {
+		opts.AnswerWithin = defaultAnswerWithin
 	}
 	return &Server{
 		opts:     opts,
@@ -143,8 +158,8 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           s.Handler(),
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate},
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
+		ReadTimeout:       s.opts.AnswerWithin + answerMargin,
+		WriteTimeout:      s.opts.AnswerWithin + answerMargin,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -172,15 +187,25 @@ func (s *Server) Start(ctx context.Context) error {
 // update handles POST <StatusPath>.
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	job := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	if err := s.auth.Authorize(r.Context(), r.Header.Get("Authorization"), job); err != nil {
-		reason := map[int]string{http.StatusUnauthorized: "unauthenticated", http.StatusForbidden: "forbidden"}[err.code]
-		statusReason := map[int]metav1.StatusReason{http.StatusUnauthorized: metav1.StatusReasonUnauthorized, http.StatusForbidden: metav1.StatusReasonForbidden}[err.code]
-		if reason == "" {
-			reason, statusReason = "error", metav1.StatusReasonInternalError
-			klog.FromContext(r.Context()).Error(err, "Authorizing a status update", "trainJob", job)
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.AnswerWithin)
+	defer cancel()
+	if err := s.auth.Authorize(ctx, r.Header.Get("Authorization"), job); err != nil {
+		switch err.code {
+		case http.StatusUnauthorized:
+			updatesRefused.WithLabelValues("unauthenticated").Inc()
+			answer(w, err.code, metav1.StatusReasonUnauthorized, err.reason)
+		case http.StatusForbidden:
+			updatesRefused.WithLabelValues("forbidden").Inc()
+			answer(w, err.code, metav1.StatusReasonForbidden, err.reason)
+		default:
+			// No verdict: the Kubernetes API did not answer in time or at all. Not the
+			// trainer's fault: it retries later, spread so that a crowd does not come back
+			// together.
+			klog.FromContext(r.Context()).V(2).Info("No verdict on a trainer's token", "trainJob", job, "err", err.reason)
+			updatesRefused.WithLabelValues("unavailable").Inc()
+			w.Header().Set("Retry-After", strconv.Itoa(2+rand.IntN(9)))
+			answer(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, err.reason)
 		}
-		updatesRefused.WithLabelValues(reason).Inc()
-		answer(w, err.code, statusReason, err.reason)
 		return
 	}
 	if ok, retry := s.allow(job); !ok {

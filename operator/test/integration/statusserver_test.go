@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,6 +228,60 @@ var _ = Describe("Status server", Ordered, func() {
 		}, "2s").Should(Succeed())
 	})
 
+	// A thousand trainers starting together queue for the server's API budget. A post whose
+	// token cannot be checked in time is told to come back, and answered before the
+	// connection's write deadline: past it, a write broke the TLS stream and the trainer saw
+	// "tls: bad record MAC" instead of an answer (make bench's progress scenario).
+	It("tells a trainer to retry when its token cannot be checked in time, before the connection's deadline", func(ctx context.Context) {
+		slow := rest.CopyConfig(opCfg)
+		slow.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if strings.HasSuffix(req.URL.Path, "/tokenreviews") {
+					<-req.Context().Done() // an apiserver that does not answer in time
+					return nil, req.Context().Err()
+				}
+				return rt.RoundTrip(req)
+			})
+		}
+		c, err := client.New(slow, client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		srv := statusserver.New(c, statusserver.Options{
+			BindAddress: "127.0.0.1:0", CertDir: testEnv.WebhookInstallOptions.LocalServingCertDir, AnswerWithin: time.Second,
+		})
+		srvCtx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(stopped)
+			Expect(srv.Start(srvCtx)).To(Succeed())
+		}()
+		DeferCleanup(func() {
+			cancel()
+			Eventually(stopped).Should(BeClosed())
+		})
+		before := counter("kiln_progress_updates_refused_total", "reason", "unavailable")
+		data, err := json.Marshal(update("7"))
+		Expect(err).NotTo(HaveOccurred())
+		for range 2 { // no verdict is kept: the second post asks again
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+srv.Addr().String()+trainer.StatusPath(ns, "job"), bytes.NewReader(data))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Authorization", "Bearer "+good)
+			res, err := web.Do(req)
+			Expect(err).NotTo(HaveOccurred(), "an answer, not a broken connection")
+			body, err := io.ReadAll(res.Body)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Body.Close()).To(Succeed())
+			Expect(res.StatusCode).To(Equal(http.StatusServiceUnavailable), string(body))
+			retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+			Expect(err).NotTo(HaveOccurred(), "Retry-After in seconds")
+			Expect(retry).To(And(BeNumerically(">=", 2), BeNumerically("<=", 10)))
+			Expect(string(body)).To(And(ContainSubstring(`"reason":"ServiceUnavailable"`), ContainSubstring("could not check the token now"),
+				ContainSubstring("--status-server-qps")))
+		}
+		Expect(counter("kiln_progress_updates_refused_total", "reason", "unavailable")).To(Equal(before + 2))
+		Expect(trainerStatus(ctx)).To(Or(BeNil(), HaveField("Metrics", Not(ContainElement(trainer.Metric{Name: "loss", Value: "7"})))), "nothing written")
+	})
+
 	It("coalesces a burst into a few writes, and refuses a job that posts too fast", func(ctx context.Context) {
 		before := counter("kiln_progress_writes_total", "kind", "status", "result", "ok")
 		var ok, limited int
@@ -342,3 +398,8 @@ func counter(name string, labels ...string) float64 {
 	}
 	return 0
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
