@@ -43,7 +43,7 @@ import (
 // dispatches, and applies its TTL.
 func (r *TrainJobReconciler) reconcileDispatched(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
 	workloads := r.workloads(ctx, tj)
-	st := dispatchedStatus(tj, kueue.WorkerCluster(workloads))
+	st := dispatchedStatus(tj, kueue.WorkerCluster(workloads), kueue.LatestAdmission(workloads))
 	// The events of what this reconcile changes (Kueue's mirror writes the rest).
 	evs := transitions(tj, st)
 	if why, lost := workerLost(workloads); lost && staleCounts(&tj.Status, st) {
@@ -119,8 +119,9 @@ func workerLost(workloads []kueuev1beta2.Workload) (string, bool) {
 }
 
 // dispatchedStatus is the status of a TrainJob that MultiKueue dispatches, given the worker
-// cluster holding it ("" when none does): the mirrored status, with the times it lacks.
-func dispatchedStatus(tj *trainer.TrainJob, cluster string) *trainer.TrainJobStatus {
+// cluster holding it ("" when none does) and when its Workload was last admitted (nil when
+// it is not): the mirrored status, with the times it lacks.
+func dispatchedStatus(tj *trainer.TrainJob, cluster string, admitted *time.Time) *trainer.TrainJobStatus {
 	st := tj.Status.DeepCopy()
 	if cluster == "" && !finished(st) {
 		// Queued on the manager, or evicted from a worker to be dispatched again: nothing of
@@ -136,9 +137,19 @@ func dispatchedStatus(tj *trainer.TrainJob, cluster string) *trainer.TrainJobSta
 		st.StartTime = nil
 	case st.StartTime == nil && c != nil && c.Status == metav1.ConditionFalse:
 		st.StartTime = ptr.To(c.LastTransitionTime)
+	case st.StartTime == nil && c == nil && admitted != nil:
+		// The worker's copy shows no suspension to have been resumed from: its Kiln saw it
+		// running from the first (its Kueue resumed it before Kiln wrote Suspended), or its
+		// controller records none. It started when a worker admitted it, which is when the
+		// manager's Workload was admitted (MultiKueue's check turns Ready then), and not
+		// after it finished.
+		st.StartTime = ptr.To(metav1.NewTime(*admitted))
 	}
 	if finished(st) && st.CompletionTime == nil {
 		st.CompletionTime = finishTime(st)
+	}
+	if st.StartTime != nil && st.CompletionTime != nil && st.StartTime.After(st.CompletionTime.Time) {
+		st.StartTime = st.CompletionTime.DeepCopy()
 	}
 	return st
 }

@@ -37,9 +37,10 @@ func TestDispatchedStatus(t *testing.T) {
 		return tj
 	}
 	cases := map[string]struct {
-		tj      *trainer.TrainJob
-		cluster string
-		want    trainer.TrainJobStatus
+		tj       *trainer.TrainJob
+		cluster  string
+		admitted *time.Time
+		want     trainer.TrainJobStatus
 	}{
 		"queued on the manager": {
 			tj: dispatched(true, trainer.TrainJobStatus{}),
@@ -63,6 +64,50 @@ func TestDispatchedStatus(t *testing.T) {
 				st := mirrored([]metav1.Condition{resumed, complete}, 0)
 				st.StartTime = ptr.To(metav1.NewTime(t0))
 				st.CompletionTime = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+				return st
+			}(),
+		},
+		// Its Kueue resumed the worker's copy before its Kiln wrote Suspended (make test saw
+		// it once): no Resumed transition is mirrored.
+		"running on a worker that showed no suspension: started when its Workload was admitted": {
+			tj:       dispatched(false, mirrored(nil, 2)),
+			cluster:  "worker-1",
+			admitted: ptr.To(t0.Add(5 * time.Second)),
+			want: func() trainer.TrainJobStatus {
+				st := mirrored(nil, 2)
+				st.StartTime = ptr.To(metav1.NewTime(t0.Add(5 * time.Second)))
+				return st
+			}(),
+		},
+		"finished on a worker that showed no suspension: started when admitted, completed when the worker said so": {
+			tj:       dispatched(false, mirrored([]metav1.Condition{complete}, 0)),
+			cluster:  "worker-1",
+			admitted: ptr.To(t0.Add(5 * time.Second)),
+			want: func() trainer.TrainJobStatus {
+				st := mirrored([]metav1.Condition{complete}, 0)
+				st.StartTime = ptr.To(metav1.NewTime(t0.Add(5 * time.Second)))
+				st.CompletionTime = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+				return st
+			}(),
+		},
+		"admitted on the manager only after the worker finished: started no later than it finished": {
+			tj:       dispatched(false, mirrored([]metav1.Condition{complete}, 0)),
+			cluster:  "worker-1",
+			admitted: ptr.To(t0.Add(2 * time.Minute)),
+			want: func() trainer.TrainJobStatus {
+				st := mirrored([]metav1.Condition{complete}, 0)
+				st.StartTime = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+				st.CompletionTime = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+				return st
+			}(),
+		},
+		"the worker's resume wins over the admission": {
+			tj:       dispatched(false, mirrored([]metav1.Condition{resumed}, 2)),
+			cluster:  "worker-1",
+			admitted: ptr.To(t0.Add(5 * time.Second)),
+			want: func() trainer.TrainJobStatus {
+				st := mirrored([]metav1.Condition{resumed}, 2)
+				st.StartTime = ptr.To(metav1.NewTime(t0))
 				return st
 			}(),
 		},
@@ -90,7 +135,7 @@ func TestDispatchedStatus(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := dispatchedStatus(tc.tj, tc.cluster)
+			got := dispatchedStatus(tc.tj, tc.cluster, tc.admitted)
 			if diff := cmp.Diff(tc.want, *got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
 				t.Errorf("dispatchedStatus (-want +got):\n%s", diff)
 			}
