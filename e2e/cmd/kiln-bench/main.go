@@ -67,7 +67,7 @@ func run() error {
 	flag.IntVar(&o.TimerJobs, "timer-jobs", o.TimerJobs, "deadlines that fall due during the progress load (and, for the baseline, before it)")
 	flag.DurationVar(&o.TimerDeadline, "timer-deadline", o.TimerDeadline, "their activeDeadlineSeconds (whole seconds)")
 	scenarios := flag.String("scenarios", "", "comma-separated subset of: admission, deadline (with throughput and Kiln's TTL), limit and floor (need deadline; floor is not in bench-quick), memory, progress (Kiln's status server, once, on a platform of its own)")
-	flag.BoolVar(&o.Audit, "audit", o.Audit, "audit the apiserver's writes in the Kueue scenario and report which component made each")
+	flag.BoolVar(&o.Audit, "audit", o.Audit, "audit the apiserver's writes in the Kueue and deadline scenarios: report which component made each of the first's, and time the timers' actions to the apiserver's answers")
 	flag.StringVar(&o.Report, "report", o.Report, "markdown report to write; plots go in the directory of the same name")
 	flag.StringVar(&o.Profiles, "profiles", o.Profiles, "directory where Kiln's operator's profiles are saved: its heap at the memory sample, its CPU over the throughput scenario's submission and over the deadlines' first 20 seconds; the deadline scenario then also logs the apiserver's writes and the cores busy second by second while the deadlines fire (none when empty)")
 	flag.StringVar(&o.MakeTarget, "make-target", o.MakeTarget, "the make target the controllers' report says wrote it")

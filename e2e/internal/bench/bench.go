@@ -63,8 +63,9 @@ type Options struct {
 	MemoryBudget platform.ControllerBudget
 	// PodsPerNode sizes the KWOK nodes so that every benchmark pod fits.
 	PodsPerNode int
-	// Audit logs the apiserver's writes in the Kueue scenario's namespace, and the report
-	// then says which component made each of them.
+	// Audit logs the apiserver's writes in the Kueue and deadline scenarios' namespaces: the
+	// report then says which component made each write of the Kueue scenario, and when the
+	// apiserver answered the writes that carry out the deadlines and TTLs.
 	Audit bool
 	// Report is the markdown report's path; plots go beside it.
 	Report string
@@ -196,7 +197,7 @@ func start(ctx context.Context, o Options, tr platform.Trainer, name string, aud
 		t(&cfg)
 	}
 	if audit {
-		cfg.AuditNamespaces = []string{queueNamespace}
+		cfg.AuditNamespaces = []string{queueNamespace, deadlineNamespace}
 	}
 	logs := filepath.Join(cfg.StateDir, "..", "bench")
 	if err := os.MkdirAll(logs, 0o755); err != nil {

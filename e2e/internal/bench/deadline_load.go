@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
+	"github.com/kiln-ml/kiln/e2e/internal/stats"
 )
 
 // deadlineLoad is what loaded the machine while the deadlines fired: from a second before
@@ -298,4 +300,39 @@ func writeDeadlineLoad(w func(string, ...any), results []*runResult) {
 		return max(0, rest)
 	}, "", 2)
 	w("")
+}
+
+// timersWritten reads from the apiserver's audit log when it received and answered the
+// writes that carried out the deadlines and TTLs of namespace ns, and logs, second by
+// second of their due instants, the controller's part (due to received) and the whole
+// (due to answered).
+func (e *env) timersWritten(r *runResult, ns string) error {
+	at, err := auditedTimersIn(e.p.AuditLogFile(), ns)
+	if err != nil {
+		return err
+	}
+	t := e.tracker
+	r.DeadlineWritten, r.DeadlineReceived = t.lags(at.failed, t.deadlineDue, ns), t.lags(at.failedReceived, t.deadlineDue, ns)
+	r.KillWritten, r.KillReceived = t.lags(at.jobSetDeleted, t.deadlineDue, ns), t.lags(at.jobSetDeletedReceived, t.deadlineDue, ns)
+	r.TTLWritten, r.TTLReceived = t.lags(at.deleted, t.ttlDue, ns), t.lags(at.deletedReceived, t.ttlDue, ns)
+	for _, w := range []struct {
+		what                string
+		answered, received  map[types.NamespacedName]time.Time
+		due                 map[types.NamespacedName]time.Time
+		written, controller []time.Duration
+	}{
+		{"Failed written", at.failed, at.failedReceived, t.deadlineDue, r.DeadlineWritten, r.DeadlineReceived},
+		{"JobSet deleted", at.jobSetDeleted, at.jobSetDeletedReceived, t.deadlineDue, r.KillWritten, r.KillReceived},
+		{"TTL: TrainJob deleted", at.deleted, at.deletedReceived, t.ttlDue, r.TTLWritten, r.TTLReceived},
+	} {
+		if len(w.written) == 0 {
+			continue // upstream has no TTL
+		}
+		e.logf("timers, as the apiserver's audit log has them: due to %s p50 %s, p99 %s (%d); due to the write received p50 %s, p99 %s",
+			w.what, stats.Percentile(w.written, 50), stats.Percentile(w.written, 99), len(w.written),
+			stats.Percentile(w.controller, 50), stats.Percentile(w.controller, 99))
+		e.logf("timers, %s by the second it fell due in, written (received): %s; (%s)", w.what,
+			formatByDue(t.lagsByDue(w.answered, w.due, ns)), formatByDue(t.lagsByDue(w.received, w.due, ns)))
+	}
+	return nil
 }

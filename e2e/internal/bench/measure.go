@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -235,6 +236,65 @@ func auditedWrites(path, ns string) (map[string]float64, error) {
 			outcome = strconv.Itoa(ev.ResponseStatus.Code)
 		}
 		out[fmt.Sprintf("%s\t%s %s\t%s", writerOf(ev.UserAgent), ev.Verb, res, outcome)]++
+	}
+	return out, sc.Err()
+}
+
+// auditedTimers are the instants the apiserver answered the writes that carry out the
+// TrainJobs' timers, from its audit log: a TrainJob's status write that set
+// DeadlineExceeded (the first accepted write whose body names it), its JobSet's deletion and
+// its own deletion (the first accepted DELETE of each); and the instants each of those
+// writes reached the apiserver. A write is stored when it is answered; a watch delivers it
+// later, on a busy machine by up to a few tenths of a second.
+type auditedTimers struct {
+	failed, jobSetDeleted, deleted                         map[types.NamespacedName]time.Time
+	failedReceived, jobSetDeletedReceived, deletedReceived map[types.NamespacedName]time.Time
+}
+
+// auditedTimersIn reads them for namespace ns.
+func auditedTimersIn(path, ns string) (auditedTimers, error) {
+	mk := func() map[types.NamespacedName]time.Time { return map[types.NamespacedName]time.Time{} }
+	out := auditedTimers{failed: mk(), jobSetDeleted: mk(), deleted: mk(), failedReceived: mk(), jobSetDeletedReceived: mk(), deletedReceived: mk()}
+	f, err := os.Open(path)
+	if err != nil {
+		return out, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		var ev struct {
+			Verb      string `json:"verb"`
+			ObjectRef *struct {
+				Resource, Namespace, Name, Subresource string
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+			RequestObject            json.RawMessage `json:"requestObject"`
+			RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
+			StageTimestamp           time.Time       `json:"stageTimestamp"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.ObjectRef == nil || ev.ObjectRef.Namespace != ns ||
+			ev.ResponseStatus == nil || ev.ResponseStatus.Code >= 300 {
+			continue
+		}
+		var answered, received map[types.NamespacedName]time.Time
+		switch r := ev.ObjectRef; {
+		case r.Resource == "trainjobs" && r.Subresource == "status" && (ev.Verb == "patch" || ev.Verb == "update") &&
+			bytes.Contains(ev.RequestObject, []byte(`"DeadlineExceeded"`)):
+			answered, received = out.failed, out.failedReceived
+		case r.Resource == "trainjobs" && r.Subresource == "" && ev.Verb == "delete":
+			answered, received = out.deleted, out.deletedReceived
+		case r.Resource == "jobsets" && r.Subresource == "" && ev.Verb == "delete":
+			answered, received = out.jobSetDeleted, out.jobSetDeletedReceived
+		default:
+			continue
+		}
+		k := types.NamespacedName{Namespace: ns, Name: ev.ObjectRef.Name}
+		if at, ok := answered[k]; !ok || ev.StageTimestamp.Before(at) {
+			answered[k], received[k] = ev.StageTimestamp, ev.RequestReceivedTimestamp
+		}
 	}
 	return out, sc.Err()
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/procfs"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestProcUsageOfFixture pins the units on a made-up /proc: bytes from kB, seconds from
@@ -205,6 +207,59 @@ not json
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("auditedWrites = %v, want %v", got, want)
+	}
+}
+
+func TestAuditedTimersTakeTheFirstAcceptedWriteThatCarriesEachOut(t *testing.T) {
+	ev := func(verb, resource, sub, ns, name string, code int, body, received, answered string) string {
+		return fmt.Sprintf(`{"kind":"Event","verb":%q,"objectRef":{"resource":%q,"subresource":%q,"namespace":%q,"name":%q},"responseStatus":{"code":%d},"requestObject":%s,"requestReceivedTimestamp":%q,"stageTimestamp":%q}`,
+			verb, resource, sub, ns, name, code, body, received, answered)
+	}
+	failed := `{"status":{"conditions":[{"type":"Failed","status":"True","reason":"DeadlineExceeded"}]}}`
+	lines := []string{
+		// a status write before the deadline, one refused, then the one that failed the job, then a later one
+		ev("patch", "trainjobs", "status", "d", "a", 200, `{"status":{"jobsStatus":[]}}`, "2026-12-02T10:00:00.000000Z", "2026-12-02T10:00:00.010000Z"),
+		ev("patch", "trainjobs", "status", "d", "a", 409, failed, "2026-12-02T10:00:01.000000Z", "2026-12-02T10:00:01.100000Z"),
+		ev("patch", "trainjobs", "status", "d", "a", 200, failed, "2026-12-02T10:00:01.200000Z", "2026-12-02T10:00:01.300000Z"),
+		ev("patch", "trainjobs", "status", "d", "a", 200, failed, "2026-12-02T10:00:02.000000Z", "2026-12-02T10:00:02.100000Z"),
+		ev("update", "trainjobs", "status", "elsewhere", "a", 200, failed, "2026-12-02T10:00:00.000000Z", "2026-12-02T10:00:00.100000Z"),
+		ev("delete", "jobsets", "", "d", "a", 200, "null", "2026-12-02T10:00:01.400000Z", "2026-12-02T10:00:01.500000Z"),
+		ev("delete", "jobsets", "", "d", "a", 404, "null", "2026-12-02T10:00:01.600000Z", "2026-12-02T10:00:01.610000Z"),
+		ev("delete", "trainjobs", "", "d", "a", 200, "null", "2026-12-02T10:00:31.050000Z", "2026-12-02T10:00:31.250000Z"),
+		ev("delete", "trainjobs", "status", "d", "b", 200, "null", "2026-12-02T10:00:31.050000Z", "2026-12-02T10:00:31.250000Z"),
+		"not json",
+	}
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := auditedTimersIn(path, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a := types.NamespacedName{Namespace: "d", Name: "a"}
+	for _, c := range []struct {
+		what string
+		m    map[types.NamespacedName]time.Time
+		want []time.Time
+	}{
+		{"Failed written", got.failed, []time.Time{at("2026-12-02T10:00:01.3Z")}},
+		{"Failed received", got.failedReceived, []time.Time{at("2026-12-02T10:00:01.2Z")}},
+		{"JobSet deleted", got.jobSetDeleted, []time.Time{at("2026-12-02T10:00:01.5Z")}},
+		{"JobSet deletion received", got.jobSetDeletedReceived, []time.Time{at("2026-12-02T10:00:01.4Z")}},
+		{"TrainJob deleted", got.deleted, []time.Time{at("2026-12-02T10:00:31.25Z")}},
+		{"TrainJob deletion received", got.deletedReceived, []time.Time{at("2026-12-02T10:00:31.05Z")}},
+	} {
+		if len(c.m) != len(c.want) || !c.m[a].Equal(c.want[0]) {
+			t.Errorf("%s: %v, want %v for %s only", c.what, c.m, c.want, a)
+		}
 	}
 }
 

@@ -69,8 +69,14 @@ type runResult struct {
 	// DeadlineLoad is what loaded the machine while the deadlines fired.
 	DeadlineLoad *deadlineLoad
 	// TTLLag: due instant to the TrainJob's deletion seen (Kiln only: upstream has no TTL).
-	TTLLag    []time.Duration
-	TTLMissed int
+	TTLLag []time.Duration
+	// DeadlineWritten, KillWritten and TTLWritten are DeadlineLag, KillLag and TTLLag to
+	// the instant the apiserver answered the write instead of the one a watch delivered it;
+	// DeadlineReceived, KillReceived and TTLReceived to the instant the write reached the
+	// apiserver: the controller's part (from the audit log; only with Options.Audit).
+	DeadlineWritten, KillWritten, TTLWritten    []time.Duration
+	DeadlineReceived, KillReceived, TTLReceived []time.Duration
+	TTLMissed                                   int
 	// AdmissionLag: the Workload seen Admitted to the JobSet seen running; split into
 	// Kueue's part (to the TrainJob seen resumed) and the controller's (from there to
 	// the JobSet seen running).
@@ -542,6 +548,11 @@ func deadlines(ctx context.Context, e *env, r *runResult) error {
 	r.DeadlineLag = e.tracker.lags(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)
 	r.KillLag = e.tracker.lags(e.tracker.jobSetGone, e.tracker.deadlineDue, ns)
 	e.logf("deadline: Failed by the second its deadline fell due in (from the first): %s", formatByDue(e.tracker.lagsByDue(e.tracker.deadlineSeen, e.tracker.deadlineDue, ns)))
+	if e.o.Audit {
+		if err := e.timersWritten(r, ns); err != nil {
+			return err
+		}
+	}
 	r.Recreated = e.tracker.recreatedJobSets(ns)
 	r.DueEarly = e.tracker.countBefore(e.tracker.deadlineDue, ns, last)
 	e.logf("deadline: %d fired (%d missed), p50 %s, p99 %s; JobSet deleted p50 %s, p99 %s; %d JobSets recreated", len(r.DeadlineLag), r.DeadlineMissed,

@@ -138,13 +138,16 @@ func (c Config) apiserverNodeArgs() []any {
 }
 
 // auditWritesPolicy logs each write request in the namespaces once, when its answer is
-// sent, without bodies.
+// sent: a TrainJob's status writes with their bodies (which transition each wrote), the
+// rest without.
 func auditWritesPolicy(namespaces []string) []byte {
 	policy, _ := yaml.Marshal(map[string]any{
 		"apiVersion": "audit.k8s.io/v1",
 		"kind":       "Policy",
 		"omitStages": []string{"RequestReceived", "ResponseStarted"},
 		"rules": []any{
+			map[string]any{"level": "Request", "verbs": []string{"update", "patch"}, "namespaces": namespaces,
+				"resources": []any{map[string]any{"group": "trainer.kubeflow.org", "resources": []string{"trainjobs/status"}}}},
 			map[string]any{"level": "Metadata", "verbs": []string{"create", "update", "patch", "delete", "deletecollection"}, "namespaces": namespaces},
 			map[string]any{"level": "None"},
 		},
