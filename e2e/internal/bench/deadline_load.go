@@ -302,10 +302,9 @@ func writeDeadlineLoad(w func(string, ...any), results []*runResult) {
 	w("")
 }
 
-// timersWritten reads from the apiserver's audit log when it received and answered the
-// writes that carried out the deadlines and TTLs of namespace ns, and logs, second by
-// second of their due instants, the controller's part (due to received) and the whole
-// (due to answered).
+// timersWritten reads from the apiserver's audit log when it began handling and answered
+// the writes that carried out the deadlines and TTLs of namespace ns, and logs both, second
+// by second of their due instants.
 func (e *env) timersWritten(r *runResult, ns string) error {
 	at, err := auditedTimersIn(e.p.AuditLogFile(), ns)
 	if err != nil {
@@ -328,10 +327,10 @@ func (e *env) timersWritten(r *runResult, ns string) error {
 		if len(w.written) == 0 {
 			continue // upstream has no TTL
 		}
-		e.logf("timers, as the apiserver's audit log has them: due to %s p50 %s, p99 %s (%d); due to the write received p50 %s, p99 %s",
+		e.logf("timers, as the apiserver's audit log has them: due to %s p50 %s, p99 %s (%d); due to its handling begun p50 %s, p99 %s",
 			w.what, stats.Percentile(w.written, 50), stats.Percentile(w.written, 99), len(w.written),
 			stats.Percentile(w.controller, 50), stats.Percentile(w.controller, 99))
-		e.logf("timers, %s by the second it fell due in, written (received): %s; (%s)", w.what,
+		e.logf("timers, %s by the second it fell due in, written (handling begun): %s; (%s)", w.what,
 			formatByDue(t.lagsByDue(w.answered, w.due, ns)), formatByDue(t.lagsByDue(w.received, w.due, ns)))
 	}
 	return nil

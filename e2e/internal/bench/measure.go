@@ -243,8 +243,8 @@ func auditedWrites(path, ns string) (map[string]float64, error) {
 // auditedTimers are the instants the apiserver answered the writes that carry out the
 // TrainJobs' timers, from its audit log: a TrainJob's status write that set
 // DeadlineExceeded (the first accepted write whose body names it), its JobSet's deletion and
-// its own deletion (the first accepted DELETE of each); and the instants each of those
-// writes reached the apiserver. A write is stored when it is answered; a watch delivers it
+// its own deletion (the first accepted DELETE of each); and the instants the apiserver began
+// handling each of those writes. A write is stored when it is answered; a watch delivers it
 // later, on a busy machine by up to a few tenths of a second.
 type auditedTimers struct {
 	failed, jobSetDeleted, deleted                         map[types.NamespacedName]time.Time

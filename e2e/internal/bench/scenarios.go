@@ -72,8 +72,8 @@ type runResult struct {
 	TTLLag []time.Duration
 	// DeadlineWritten, KillWritten and TTLWritten are DeadlineLag, KillLag and TTLLag to
 	// the instant the apiserver answered the write instead of the one a watch delivered it;
-	// DeadlineReceived, KillReceived and TTLReceived to the instant the write reached the
-	// apiserver: the controller's part (from the audit log; only with Options.Audit).
+	// DeadlineReceived, KillReceived and TTLReceived to the instant the apiserver began
+	// handling the write (from the audit log; only with Options.Audit).
 	DeadlineWritten, KillWritten, TTLWritten    []time.Duration
 	DeadlineReceived, KillReceived, TTLReceived []time.Duration
 	TTLMissed                                   int
