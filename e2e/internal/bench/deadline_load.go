@@ -315,10 +315,10 @@ func (e *env) timersWritten(r *runResult, ns string) error {
 	r.KillWritten, r.KillReceived = t.lags(at.jobSetDeleted, t.deadlineDue, ns), t.lags(at.jobSetDeletedReceived, t.deadlineDue, ns)
 	r.TTLWritten, r.TTLReceived = t.lags(at.deleted, t.ttlDue, ns), t.lags(at.deletedReceived, t.ttlDue, ns)
 	for _, w := range []struct {
-		what                string
-		answered, received  map[types.NamespacedName]time.Time
-		due                 map[types.NamespacedName]time.Time
-		written, controller []time.Duration
+		what               string
+		answered, received map[types.NamespacedName]time.Time
+		due                map[types.NamespacedName]time.Time
+		written, begun     []time.Duration
 	}{
 		{"Failed written", at.failed, at.failedReceived, t.deadlineDue, r.DeadlineWritten, r.DeadlineReceived},
 		{"JobSet deleted", at.jobSetDeleted, at.jobSetDeletedReceived, t.deadlineDue, r.KillWritten, r.KillReceived},
@@ -329,7 +329,7 @@ func (e *env) timersWritten(r *runResult, ns string) error {
 		}
 		e.logf("timers, as the apiserver's audit log has them: due to %s p50 %s, p99 %s (%d); due to its handling begun p50 %s, p99 %s",
 			w.what, stats.Percentile(w.written, 50), stats.Percentile(w.written, 99), len(w.written),
-			stats.Percentile(w.controller, 50), stats.Percentile(w.controller, 99))
+			stats.Percentile(w.begun, 50), stats.Percentile(w.begun, 99))
 		e.logf("timers, %s by the second it fell due in, written (handling begun): %s; (%s)", w.what,
 			formatByDue(t.lagsByDue(w.answered, w.due, ns)), formatByDue(t.lagsByDue(w.received, w.due, ns)))
 	}

@@ -69,14 +69,14 @@ type runResult struct {
 	// DeadlineLoad is what loaded the machine while the deadlines fired.
 	DeadlineLoad *deadlineLoad
 	// TTLLag: due instant to the TrainJob's deletion seen (Kiln only: upstream has no TTL).
-	TTLLag []time.Duration
+	TTLLag    []time.Duration
+	TTLMissed int
 	// DeadlineWritten, KillWritten and TTLWritten are DeadlineLag, KillLag and TTLLag to
 	// the instant the apiserver answered the write instead of the one a watch delivered it;
 	// DeadlineReceived, KillReceived and TTLReceived to the instant the apiserver began
 	// handling the write (from the audit log; only with Options.Audit).
 	DeadlineWritten, KillWritten, TTLWritten    []time.Duration
 	DeadlineReceived, KillReceived, TTLReceived []time.Duration
-	TTLMissed                                   int
 	// AdmissionLag: the Workload seen Admitted to the JobSet seen running; split into
 	// Kueue's part (to the TrainJob seen resumed) and the controller's (from there to
 	// the JobSet seen running).
