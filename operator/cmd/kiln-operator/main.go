@@ -43,6 +43,7 @@ import (
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/eventrecorder"
+	"github.com/kiln-ml/kiln/operator/internal/kubeclient"
 	"github.com/kiln-ml/kiln/operator/internal/logging"
 	"github.com/kiln-ml/kiln/operator/internal/manifests"
 	"github.com/kiln-ml/kiln/operator/internal/metricsauth"
@@ -66,6 +67,8 @@ type options struct {
 	qps                     float64
 	burst                   int
 	concurrency             int
+	kubeProtocol            string
+	kubeIdleConnections     int
 	gracefulShutdown        time.Duration
 	shutdownDelay           time.Duration
 	webhooks                bool
@@ -108,6 +111,8 @@ func main() {
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the Kubernetes API")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the Kubernetes API")
+	flag.StringVar(&o.kubeProtocol, "kube-api-protocol", kubeclient.HTTP1, "protocol of the controllers' requests to the Kubernetes API: http/1.1, a connection per request under way (when many deadlines fall due at once, status writes are answered sooner than over one shared connection), or h2, every request and watch over one HTTP/2 connection (client-go's default)")
+	flag.IntVar(&o.kubeIdleConnections, "kube-api-idle-connections", 128, "with --kube-api-protocol=http/1.1: connections to the Kubernetes API kept open between requests; set it to the requests under way at the busiest (TrainJob workers, 32 JobSet deletions, kept-log streams), or each request past it pays a TLS handshake")
 	flag.IntVar(&o.concurrency, "trainjob-concurrency", 32, "TrainJobs reconciled in parallel: each mostly waits for the apiserver, so more than the cores")
 	flag.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish after SIGTERM")
 	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "after SIGTERM, serve on this long before stopping: /readyz fails and every webhook answer closes its connection, so that the apiserver moves its kept-alive connections to the other replicas (set it longer than the Service's endpoints take to drop the pod)")
@@ -333,10 +338,19 @@ func run(ctx context.Context, o options) error {
 	webhookServer := kilnwebhook.NewServer(o.webhookHost, o.webhookPort, o.webhookCertDir)
 	// SIGTERM drains the webhook server for --shutdown-delay; then the manager stops.
 	ctx = drainThenStop(ctx, o.shutdownDelay, webhookServer.Drain)
+	// One HTTP client for the controllers' cache and client, Events, log streams and the
+	// status server (each with its own rate limit). Leader election, discovery and the
+	// metrics endpoint's reviews keep controller-runtime's: they are few, and apart.
+	httpClient, err := kubeclient.HTTPClientFor(cfg, o.kubeProtocol, o.kubeIdleConnections)
+	if err != nil {
+		return err
+	}
+	cacheOpts, clientOpts := kilncontroller.CacheOptions(), kilncontroller.ClientOptions()
+	cacheOpts.HTTPClient, clientOpts.HTTPClient = httpClient, httpClient
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   kilncontroller.CacheOptions(),
-		Client:                  kilncontroller.ClientOptions(),
+		Cache:                   cacheOpts,
+		Client:                  clientOpts,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -354,7 +368,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// Events through a recorder of bounded memory (client-go's keeps every Event for six
 	// minutes), with a client budget of its own as controller-runtime's recorder has.
-	eventsClient, err := eventsv1client.NewForConfig(mgr.GetConfig())
+	eventsClient, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), httpClient)
 	if err != nil {
 		return fmt.Errorf("creating the events client: %w", err)
 	}
@@ -373,7 +387,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// Pods marked before --keep-attempt-logs=false still carry the finalizer: the
 	// controller runs either way, to keep their logs and let them go.
-	logsClient, err := kubernetes.NewForConfig(mgr.GetConfig())
+	logsClient, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), httpClient)
 	if err != nil {
 		return fmt.Errorf("creating the log reader: %w", err)
 	}
@@ -387,7 +401,7 @@ func run(ctx context.Context, o options) error {
 	certsReady := make(chan struct{})
 	statusReady := func(*http.Request) error { return nil }
 	if status.BaseURL != "" {
-		srv, err := addStatusServer(mgr, o, certsReady)
+		srv, err := addStatusServer(mgr, httpClient, o, certsReady)
 		if err != nil {
 			return err
 		}
@@ -468,10 +482,10 @@ func statusServer(mgr ctrl.Manager, o options) (kilncontroller.StatusServer, err
 // addStatusServer runs the status server on every replica once the serving certificate
 // is on disk, with a client of its own: its writes and token reviews never take from the
 // controllers' rate limit.
-func addStatusServer(mgr ctrl.Manager, o options, certsReady <-chan struct{}) (*statusserver.Server, error) {
+func addStatusServer(mgr ctrl.Manager, httpClient *http.Client, o options, certsReady <-chan struct{}) (*statusserver.Server, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst = float32(o.statusQPS), o.statusBurst
-	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	c, err := client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("status server client: %w", err)
 	}
