@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -58,17 +57,13 @@ func get(t *testing.T, c *http.Client, url string, n int) []string {
 }
 
 func TestHTTP1KeepsAConnectionPerRequestUnderWayAndAuthenticates(t *testing.T) {
-	var inFlight, most atomic.Int32
-	release := make(chan struct{})
+	arrived, release := make(chan struct{}, 80), make(chan struct{})
 	cfg, conns := apiserver(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer secret-token" {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		arrived <- struct{}{}
 		<-release
 	})
 	c, err := HTTPClientFor(cfg, HTTP1, 40)
@@ -79,12 +74,11 @@ func TestHTTP1KeepsAConnectionPerRequestUnderWayAndAuthenticates(t *testing.T) {
 	// (over HTTP/2 they would share one).
 	done := make(chan []string)
 	go func() { done <- get(t, c, cfg.Host, 40) }()
-	for inFlight.Load() < 40 {
+	for range 40 {
 		select {
 		case p := <-done:
 			t.Fatalf("requests ended before all 40 were under way: %v", p)
-		default:
-			time.Sleep(time.Millisecond)
+		case <-arrived:
 		}
 	}
 	close(release)
