@@ -691,7 +691,7 @@ test-unit: $(SDK_TS_DIST) $(CONSOLE_DEPS) ## Unit tests (no cluster), the SDKs' 
 # One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them
 # with the chart renders on 2 cores starved the operator suite's controller past a 20 s wait.
 test-integration: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(CHART_DEPS) $(ADDON_MANIFESTS) $(APISERVER) $(KILN) ## envtest integration tests (kube-apiserver + etcd from bin/).
-	go test -p 1 -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
+	KILN_UPGRADE_FROM_COMMIT=$(UPGRADE_FROM_COMMIT) go test -p 1 -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep /test/integration)
 
 # After the run, `kiln-platform leftovers` fails if the real node left anything on this
 # machine (processes, mounts, cgroups, the bridge, veths, network namespaces, iptables

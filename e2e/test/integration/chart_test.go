@@ -403,9 +403,44 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 
-	It("renders the values of a release from before multiCluster, as `helm upgrade --reuse-values` passes them", func() {
-		_, out, err := helmTemplate("kiln-system", "multiCluster=null", "defaultQueues.enabled=true")
-		Expect(err).NotTo(HaveOccurred(), out)
+	It("renders an upgrade from the previous release with `helm upgrade --reuse-values`: every flag has a value", func() {
+		// --reuse-values renders the new templates with the values of the chart the release was
+		// installed from (helm's pkg/action reuseValues), so a key added since is absent, not
+		// defaulted: the chart with the previous release's values.yaml in place of its own is
+		// what such an upgrade renders.
+		commit := os.Getenv("KILN_UPGRADE_FROM_COMMIT")
+		Expect(commit).NotTo(BeEmpty(), "KILN_UPGRADE_FROM_COMMIT names the previous release's commit (make test-integration sets it from UPGRADE_FROM_COMMIT)")
+		root, err := pinned.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		previous, err := exec.Command("git", "-C", root, "show", commit+":charts/kiln/values.yaml").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "the previous release's values (a clone without that commit needs git fetch --unshallow): %s", previous)
+		chart := filepath.Join(GinkgoT().TempDir(), "kiln")
+		Expect(os.CopyFS(chart, os.DirFS(filepath.Join(root, "charts", "kiln")))).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(chart, "values.yaml"), previous, 0o644)).To(Succeed())
+		for _, set := range [][]string{nil, {"defaultQueues.enabled=true"}} {
+			args := []string{"template", "kiln", chart, "--namespace", "kiln-system", "--kube-version", "1.36.3"}
+			for _, s := range set {
+				args = append(args, "--set", s)
+			}
+			out, err := exec.Command(filepath.Join(binDir, "helm"), args...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%v: %s", set, out)
+			Expect(string(out)).NotTo(ContainSubstring("<no value>"), "%v", set)
+			objs, err := kilntesting.DecodeManifests(out)
+			Expect(err).NotTo(HaveOccurred())
+			deployments := kinds(objs, "Deployment")
+			Expect(deployments).NotTo(BeEmpty())
+			for _, d := range deployments {
+				containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+				for _, c := range containers {
+					args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+					for _, a := range args {
+						Expect(a).NotTo(MatchRegexp(`^--[a-z0-9-]+=$`), "%v: %s's flag has no value, so the binary refuses to start", set, d.GetName())
+					}
+				}
+			}
+			// The operator's flags added since are left to the binary's defaults.
+			Expect(containerArgs(find(objs, "Deployment", "kiln-operator"))).NotTo(ContainElement(HavePrefix("--kube-api-protocol")))
+		}
 	})
 
 	It("refuses a MultiKueue setup that cannot work, saying what to set", func() {
