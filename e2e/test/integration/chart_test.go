@@ -29,7 +29,12 @@ var kilnOnly = []string{"jobset.install=false", "kueue.install=false"}
 func helmTemplate(namespace string, set ...string) ([]*unstructured.Unstructured, string, error) {
 	root, err := pinned.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	args := []string{"template", "kiln", filepath.Join(root, "charts", "kiln"), "--namespace", namespace, "--kube-version", "1.36.3", "--include-crds"}
+	return helmTemplateChart(filepath.Join(root, "charts", "kiln"), namespace, set...)
+}
+
+// helmTemplateChart is helmTemplate of the chart in directory chart.
+func helmTemplateChart(chart, namespace string, set ...string) ([]*unstructured.Unstructured, string, error) {
+	args := []string{"template", "kiln", chart, "--namespace", namespace, "--kube-version", "1.36.3", "--include-crds"}
 	for _, s := range set {
 		if strings.HasPrefix(s, "--values=") {
 			args = append(args, s)
@@ -403,6 +408,11 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 
+	It("renders the values of a release from before multiCluster, as `helm upgrade --reuse-values` passes them", func() {
+		_, out, err := helmTemplate("kiln-system", "multiCluster=null", "defaultQueues.enabled=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+	})
+
 	It("renders an upgrade from the previous release with `helm upgrade --reuse-values`: every flag has a value", func() {
 		// --reuse-values renders the new templates with the values of the chart the release was
 		// installed from (helm's pkg/action reuseValues), so a key added since is absent, not
@@ -418,15 +428,9 @@ var _ = Describe("The Helm chart", func() {
 		Expect(os.CopyFS(chart, os.DirFS(filepath.Join(root, "charts", "kiln")))).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(chart, "values.yaml"), previous, 0o644)).To(Succeed())
 		for _, set := range [][]string{nil, {"defaultQueues.enabled=true"}} {
-			args := []string{"template", "kiln", chart, "--namespace", "kiln-system", "--kube-version", "1.36.3"}
-			for _, s := range set {
-				args = append(args, "--set", s)
-			}
-			out, err := exec.Command(filepath.Join(binDir, "helm"), args...).CombinedOutput()
+			objs, out, err := helmTemplateChart(chart, "kiln-system", set...)
 			Expect(err).NotTo(HaveOccurred(), "%v: %s", set, out)
-			Expect(string(out)).NotTo(ContainSubstring("<no value>"), "%v", set)
-			objs, err := kilntesting.DecodeManifests(out)
-			Expect(err).NotTo(HaveOccurred())
+			Expect(out).NotTo(ContainSubstring("<no value>"), "%v", set)
 			deployments := kinds(objs, "Deployment")
 			Expect(deployments).NotTo(BeEmpty())
 			for _, d := range deployments {
