@@ -321,6 +321,30 @@ func newEnv(ctx context.Context, o Options, p *platform.Platform) (*env, error) 
 	return &env{o: o, p: p, cfg: cfg, c: c, tracker: t, cache: ca}, nil
 }
 
+// waitWhileProgressing polls cond until it holds, for as long as it makes progress: it
+// times out only when cond's progress has not grown for stall. A slow controller that keeps
+// going (upstream's rendering 50,000 TrainJobs in a slow hour) is waited for; a stuck one
+// is not.
+func waitWhileProgressing(ctx context.Context, stall time.Duration, what string, cond func() (done bool, progress int, state string)) error {
+	best, since := -1, time.Now()
+	for {
+		ok, progress, state := cond()
+		if ok {
+			return nil
+		}
+		if progress > best {
+			best, since = progress, time.Now()
+		} else if time.Since(since) > stall {
+			return fmt.Errorf("gave up waiting for %s: no progress for %s (%s)", what, stall, state)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)

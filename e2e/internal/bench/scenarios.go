@@ -692,8 +692,13 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	e.logf("memory: %d TrainJobs created in %s", n, time.Since(begin).Round(100*time.Millisecond))
-	// 10,000 take 2–6 minutes here; 50,000 five times that.
-	if _, err := e.allJobSets(ctx, ns, n, max(15*time.Minute, time.Duration(n)*40*time.Millisecond)); err != nil {
+	// 10,000 take 2–6 minutes here, 50,000 five times that or more: upstream's rendered
+	// 37,556 of 50,000 in the 33 minutes a fixed timeout gave it (2026-12-03), so the wait
+	// lasts while JobSets keep appearing and gives up after 5 minutes without a new one.
+	if err := waitWhileProgressing(ctx, 5*time.Minute, "every JobSet", func() (bool, int, string) {
+		got := e.tracker.count(e.tracker.jobSetSeen, ns)
+		return got == n, got, fmt.Sprintf("%d of %d", got, n)
+	}); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second)
