@@ -327,34 +327,37 @@ func newEnv(ctx context.Context, o Options, p *platform.Platform) (*env, error) 
 // is not.
 func waitWhileProgressing(ctx context.Context, stall time.Duration, what string, cond func() (done bool, progress int, state string)) error {
 	best, since := -1, time.Now()
-	for {
+	return poll(ctx, func() (bool, error) {
 		ok, progress, state := cond()
-		if ok {
-			return nil
-		}
-		if progress > best {
+		switch {
+		case ok:
+			return true, nil
+		case progress > best:
 			best, since = progress, time.Now()
-		} else if time.Since(since) > stall {
-			return fmt.Errorf("gave up waiting for %s: no progress for %s (%s)", what, stall, state)
+		case time.Since(since) > stall:
+			return false, fmt.Errorf("gave up waiting for %s: no progress for %s (%s)", what, stall, state)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false, nil
+	})
 }
 
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
-	for {
+	return poll(ctx, func() (bool, error) {
 		ok, state := cond()
-		if ok {
-			return nil
+		if !ok && time.Now().After(deadline) {
+			return false, fmt.Errorf("timed out after %s waiting for %s (%s)", timeout, what, state)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s (%s)", timeout, what, state)
+		return ok, nil
+	})
+}
+
+// poll calls check every 100 ms until it is done or fails, or ctx ends.
+func poll(ctx context.Context, check func() (done bool, err error)) error {
+	for {
+		if done, err := check(); done || err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
