@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/buildinfo"
 	kiln "github.com/kiln-ml/kiln/api/kiln/v1alpha1"
 	"github.com/kiln-ml/kiln/api/kueue"
 	"github.com/kiln-ml/kiln/api/telemetry"
@@ -41,6 +42,8 @@ import (
 	"github.com/kiln-ml/kiln/api/version"
 	"github.com/kiln-ml/kiln/operator/internal/attemptlogs"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+	"github.com/kiln-ml/kiln/operator/internal/controller/crontrainjob"
+	"github.com/kiln-ml/kiln/operator/internal/controller/trainjob"
 	kilncrds "github.com/kiln-ml/kiln/operator/internal/crds"
 	"github.com/kiln-ml/kiln/operator/internal/eventrecorder"
 	"github.com/kiln-ml/kiln/operator/internal/kubeclient"
@@ -50,6 +53,7 @@ import (
 	"github.com/kiln-ml/kiln/operator/internal/render"
 	"github.com/kiln-ml/kiln/operator/internal/statusserver"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 type options struct {
@@ -366,6 +370,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	if err := ctrlmetrics.Registry.Register(buildinfo.Collector("operator")); err != nil {
+		return fmt.Errorf("registering kiln_build_info: %w", err)
+	}
 	// Events through a recorder of bounded memory (client-go's keeps every Event for six
 	// minutes), with a client budget of its own as controller-runtime's recorder has.
 	eventsClient, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), httpClient)
@@ -376,7 +383,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.Add(events); err != nil {
 		return err
 	}
-	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), events.NewRecorder("kiln-trainjob-controller"), clock.RealClock{})
+	rec := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), events.NewRecorder("kiln-trainjob-controller"), clock.RealClock{})
 	status, err := statusServer(mgr, o)
 	if err != nil {
 		return err
@@ -394,7 +401,7 @@ func run(ctx context.Context, o options) error {
 	if err := attemptlogs.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), logsClient, clock.RealClock{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the attempt-logs controller: %w", err)
 	}
-	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), events.NewRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
+	cron := crontrainjob.NewReconciler(mgr.GetClient(), events.NewRecorder("kiln-crontrainjob-controller"), clock.RealClock{})
 	if err := cron.SetupWithManager(mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the CronTrainJob controller: %w", err)
 	}
@@ -457,20 +464,20 @@ func run(ctx context.Context, o options) error {
 }
 
 // statusServer is where trainer pods reach the status server, and the CA they trust.
-func statusServer(mgr ctrl.Manager, o options) (kilncontroller.StatusServer, error) {
+func statusServer(mgr ctrl.Manager, o options) (trainjob.StatusServer, error) {
 	if o.statusAddr == "0" || o.statusAddr == "" {
-		return kilncontroller.StatusServer{}, nil
+		return trainjob.StatusServer{}, nil
 	}
 	_, port, err := net.SplitHostPort(o.statusAddr)
 	if err != nil {
-		return kilncontroller.StatusServer{}, fmt.Errorf("--status-server-bind-address=%q: %w (use host:port, e.g. :10443, or 0 to disable)", o.statusAddr, err)
+		return trainjob.StatusServer{}, fmt.Errorf("--status-server-bind-address=%q: %w (use host:port, e.g. :10443, or 0 to disable)", o.statusAddr, err)
 	}
-	s := kilncontroller.StatusServer{StatusServer: render.StatusServer{BaseURL: o.statusURL}, CAFile: o.statusCAFile}
+	s := trainjob.StatusServer{StatusServer: render.StatusServer{BaseURL: o.statusURL}, CAFile: o.statusCAFile}
 	if s.BaseURL == "" {
 		s.BaseURL = fmt.Sprintf("https://%s.%s.svc:%s", o.webhookService, o.webhookNamespace, port)
 	}
 	if u, err := url.Parse(s.BaseURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return kilncontroller.StatusServer{}, fmt.Errorf("--status-server-url=%q: give https://host:port, nothing after it", o.statusURL)
+		return trainjob.StatusServer{}, fmt.Errorf("--status-server-url=%q: give https://host:port, nothing after it", o.statusURL)
 	}
 	s.BaseURL = strings.TrimSuffix(s.BaseURL, "/")
 	if s.CAFile == "" {

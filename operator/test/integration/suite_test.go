@@ -41,6 +41,8 @@ import (
 	kilnenvtest "github.com/kiln-ml/kiln/api/testing/envtest"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	kilncontroller "github.com/kiln-ml/kiln/operator/internal/controller"
+	"github.com/kiln-ml/kiln/operator/internal/controller/crontrainjob"
+	"github.com/kiln-ml/kiln/operator/internal/controller/trainjob"
 	kilnwebhook "github.com/kiln-ml/kiln/operator/internal/webhook"
 )
 
@@ -95,12 +97,12 @@ var _ = BeforeSuite(func() {
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	rec := kilncontroller.NewTrainJobReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{}).
+	rec := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob-controller"), clock.RealClock{}).
 		WithSnapshotSweep(snapshotSweep)
 	Expect(rec.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 	// CronTrainJobs run on a clock the specs move.
 	cronClock = clocktesting.NewFakeClock(time.Now())
-	cron := kilncontroller.NewCronTrainJobReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), cronClock)
+	cron := crontrainjob.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("kiln-crontrainjob-controller"), cronClock)
 	Expect(cron.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 	Expect(kilnwebhook.Setup(mgr, clock.RealClock{}, []string{preservingUser})).To(Succeed())
 	go func() {
