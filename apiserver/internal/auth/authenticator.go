@@ -2,17 +2,17 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/kiln-ml/kiln/api/authn"
 )
 
 // ErrUnauthenticated means the token is not valid: the caller must get a new one.
-var ErrUnauthenticated = errors.New("token rejected")
+var ErrUnauthenticated = authn.ErrUnauthenticated
 
 // Authenticator maps a bearer token to an identity. It returns an error wrapping
 // ErrUnauthenticated for a bad token, any other error when it could not decide.
@@ -43,10 +43,9 @@ func (c Chain) Authenticate(ctx context.Context, token string) (*Identity, error
 	return nil, errors.Join(errs...)
 }
 
-// Cached remembers an authenticator's verdicts for a while, so that a busy client costs
-// one TokenReview per TTL instead of one per request (as kube-apiserver's own webhook token
-// authenticator does). Tokens are kept only as SHA-256 digests. Failures to decide are
-// never cached. A full cache forgets its least recently used token.
+// Cached remembers an authenticator's verdicts for a while (authn.Verdicts), so that a busy
+// client costs one TokenReview per TTL instead of one per request. Failures to decide are
+// never cached.
 type Cached struct {
 	Authenticator
 	Clock clock.PassiveClock
@@ -56,37 +55,21 @@ type Cached struct {
 	MaxEntries int
 
 	// Made on first use: callers fill the fields in a literal.
-	once  sync.Once
-	cache *cache.LRUExpireCache
-}
-
-type cachedVerdict struct {
-	id  *Identity
-	err error
+	once     sync.Once
+	verdicts *authn.Verdicts[*Identity]
 }
 
 // Authenticate implements Authenticator.
 func (c *Cached) Authenticate(ctx context.Context, token string) (*Identity, error) {
-	c.once.Do(func() {
-		// The LRU cache needs a size; a MaxEntries of 0 has always kept one verdict.
-		c.cache = cache.NewLRUExpireCacheWithClock(max(c.MaxEntries, 1), c.Clock)
+	c.once.Do(func() { c.verdicts = authn.NewVerdicts[*Identity](c.Clock, c.MaxEntries) })
+	return c.verdicts.Do(authn.Key(token), func() (*Identity, time.Duration, error) {
+		id, err := c.Authenticator.Authenticate(ctx, token)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			return nil, c.RejectedTTL, err
+		case err != nil:
+			return nil, 0, err
+		}
+		return id, c.TTL, nil
 	})
-	key := sha256.Sum256([]byte(token))
-	if v, ok := c.cache.Get(key); ok {
-		v := v.(cachedVerdict)
-		return v.id, v.err
-	}
-	id, err := c.Authenticator.Authenticate(ctx, token)
-	ttl := c.TTL
-	switch {
-	case errors.Is(err, ErrUnauthenticated):
-		ttl = c.RejectedTTL
-	case err != nil:
-		return nil, err
-	}
-	// A TTL of 0 turns caching off; the LRU cache would answer within the same clock tick.
-	if ttl > 0 {
-		c.cache.Add(key, cachedVerdict{id: id, err: err}, ttl)
-	}
-	return id, err
 }

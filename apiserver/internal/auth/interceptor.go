@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
+
+	"github.com/kiln-ml/kiln/api/authn"
 )
 
 // Interceptor authenticates every call from its bearer token and puts the caller's
@@ -23,13 +24,12 @@ type Interceptor struct {
 var _ connect.Interceptor = (*Interceptor)(nil)
 
 func (i *Interceptor) authenticate(ctx context.Context, header http.Header) (context.Context, error) {
-	raw := header.Get("Authorization")
-	token, ok := strings.CutPrefix(raw, "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+	token := authn.BearerToken(header.Get("Authorization"))
+	if token == "" {
 		return ctx, connect.NewError(connect.CodeUnauthenticated,
 			errors.New("no bearer token: send `Authorization: Bearer <token>` (a Kubernetes ServiceAccount or OIDC token; `kiln config set-context --token`)"))
 	}
-	id, err := i.Authenticator.Authenticate(ctx, strings.TrimSpace(token))
+	id, err := i.Authenticator.Authenticate(ctx, token)
 	if errors.Is(err, ErrUnauthenticated) {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("%w: get a new token", err))
 	}

@@ -3,13 +3,13 @@ package controller_test
 import (
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kiln-ml/kiln/operator/internal/controller/crontrainjob"
 	"github.com/kiln-ml/kiln/operator/internal/controller/trainjob"
-	"strings"
 )
 
 // metricNames are the names the collectors describe.

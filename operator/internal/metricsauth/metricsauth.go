@@ -13,7 +13,6 @@ package metricsauth
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -26,13 +25,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kiln-ml/kiln/api/authn"
 )
 
 // ReaderRole is the chart's ClusterRole that allows a scrape.
@@ -66,16 +66,16 @@ func Filter(config *rest.Config, httpClient *http.Client) (metricsserver.Filter,
 type Guard struct {
 	tokens    authenticationv1client.TokenReviewInterface
 	access    authorizationv1client.SubjectAccessReviewInterface
-	users     *cache.LRUExpireCache // sha256 of a token → *authenticationv1.UserInfo, nil when refused
-	decisions *cache.LRUExpireCache // decisionKey → bool
+	users     *authn.Verdicts[*authenticationv1.UserInfo] // by authn.Key of the token
+	decisions *authn.Verdicts[bool]                       // by decisionKeyOf
 }
 
 // New guards with the given review clients; clk times the cached verdicts.
 func New(tokens authenticationv1client.TokenReviewInterface, access authorizationv1client.SubjectAccessReviewInterface, clk clock.Clock) *Guard {
 	return &Guard{
 		tokens: tokens, access: access,
-		users:     cache.NewLRUExpireCacheWithClock(cacheSize, clk),
-		decisions: cache.NewLRUExpireCacheWithClock(cacheSize, clk),
+		users:     authn.NewVerdicts[*authenticationv1.UserInfo](clk, cacheSize),
+		decisions: authn.NewVerdicts[bool](clk, cacheSize),
 	}
 }
 
@@ -113,61 +113,48 @@ var errUnauthenticated = errors.New("unauthenticated")
 
 // authenticate returns who the request's bearer token is, by a TokenReview (cached).
 func (g *Guard) authenticate(r *http.Request) (*authenticationv1.UserInfo, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	token = strings.TrimSpace(token)
-	if !ok || token == "" {
+	token := authn.BearerToken(r.Header.Get("Authorization"))
+	if token == "" {
 		return nil, errUnauthenticated
 	}
-	key := sha256.Sum256([]byte(token))
-	if v, ok := g.users.Get(key); ok {
-		if v == nil {
-			return nil, errUnauthenticated
+	return g.users.Do(authn.Key(token), func() (*authenticationv1.UserInfo, time.Duration, error) {
+		ctx, cancel := contextFor(r)
+		defer cancel()
+		user, err := authn.Review(ctx, g.tokens, token, nil)
+		switch {
+		case errors.Is(err, authn.ErrUnauthenticated):
+			return nil, tokenTTL, errUnauthenticated
+		case err != nil:
+			return nil, 0, err
 		}
-		return v.(*authenticationv1.UserInfo), nil
-	}
-	ctx, cancel := contextFor(r)
-	defer cancel()
-	review, err := g.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("TokenReview: %w", err)
-	}
-	if !review.Status.Authenticated {
-		g.users.Add(key, nil, tokenTTL)
-		return nil, errUnauthenticated
-	}
-	user := review.Status.User
-	g.users.Add(key, &user, tokenTTL)
-	return &user, nil
+		return user, tokenTTL, nil
+	})
 }
 
 // authorize says whether user may verb the request's path, by a SubjectAccessReview (cached).
 func (g *Guard) authorize(r *http.Request, user *authenticationv1.UserInfo, verb string) (bool, error) {
-	key := decisionKeyOf(user, verb, r.URL.Path)
-	if v, ok := g.decisions.Get(key); ok {
-		return v.(bool), nil
-	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: r.URL.Path, Verb: verb},
-	}}
-	if len(user.Extra) > 0 {
-		sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			sar.Spec.Extra[k] = authorizationv1.ExtraValue(v)
+	return g.decisions.Do(decisionKeyOf(user, verb, r.URL.Path), func() (bool, time.Duration, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user.Username, UID: user.UID, Groups: user.Groups,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: r.URL.Path, Verb: verb},
+		}}
+		if len(user.Extra) > 0 {
+			sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+			for k, v := range user.Extra {
+				sar.Spec.Extra[k] = authorizationv1.ExtraValue(v)
+			}
 		}
-	}
-	ctx, cancel := contextFor(r)
-	defer cancel()
-	res, err := g.access.Create(ctx, sar, metav1.CreateOptions{})
-	if err != nil {
-		return false, fmt.Errorf("SubjectAccessReview: %w", err)
-	}
-	ttl := deniedTTL
-	if res.Status.Allowed {
-		ttl = allowedTTL
-	}
-	g.decisions.Add(key, res.Status.Allowed, ttl)
-	return res.Status.Allowed, nil
+		ctx, cancel := contextFor(r)
+		defer cancel()
+		res, err := g.access.Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			return false, 0, fmt.Errorf("SubjectAccessReview: %w", err)
+		}
+		if res.Status.Allowed {
+			return true, allowedTTL, nil
+		}
+		return false, deniedTTL, nil
+	})
 }
 
 // decisionKeyOf is everything a SubjectAccessReview of user's verb on path is asked with.

@@ -2,24 +2,25 @@ package statusserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kiln-ml/kiln/api/authn"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
@@ -77,62 +78,43 @@ func forbidden(format string, args ...any) *authError {
 type Authenticator struct {
 	client client.Client
 	clock  clock.PassiveClock
-
-	mu    sync.Mutex
-	cache map[string]verdict
-}
-
-type verdict struct {
-	err     *authError
-	expires time.Time
+	// verdicts by token and job: nil (granted) or why not.
+	verdicts *authn.Verdicts[*authError]
 }
 
 // NewAuthenticator asks the Kubernetes API through c (TokenReviews, pods).
 func NewAuthenticator(c client.Client, clk clock.PassiveClock) *Authenticator {
-	return &Authenticator{client: c, clock: clk, cache: map[string]verdict{}}
+	return &Authenticator{client: c, clock: clk, verdicts: authn.NewVerdicts[*authError](clk, maxCachedAuth)}
+}
+
+// tokenReviews creates TokenReviews through the status server's own client.
+type tokenReviews struct{ client.Client }
+
+func (c tokenReviews) Create(ctx context.Context, tr *authnv1.TokenReview, _ metav1.CreateOptions) (*authnv1.TokenReview, error) {
+	return tr, c.Client.Create(ctx, tr)
 }
 
 // Authorize returns nil when the Authorization header carries a token that may update the
 // status of TrainJob job, else why not.
 func (a *Authenticator) Authorize(ctx context.Context, header string, job types.NamespacedName) *authError {
-	token := bearerToken(header)
+	token := authn.BearerToken(header)
 	if token == "" {
 		return unauthorized("no bearer token: send the token of the file named by %s as \"Authorization: Bearer <token>\"", trainer.EnvStatusServerToken)
 	}
-	sum := sha256.Sum256([]byte(token))
-	key := base64.RawStdEncoding.EncodeToString(sum[:]) + "|" + job.String()
-	now := a.clock.Now()
-	a.mu.Lock()
-	v, ok := a.cache[key]
-	a.mu.Unlock()
-	if ok && now.Before(v.expires) {
-		return v.err
-	}
-	claims := peekClaims(token)
-	err := a.review(ctx, token, claims, job)
-	if err != nil && err.code == http.StatusServiceUnavailable {
-		return err // not a verdict: ask again next time
-	}
-	ttl := grantedTTL
-	if err != nil {
-		ttl = refusedTTL
-	} else if claims.Expiry > 0 {
-		ttl = min(ttl, time.Unix(claims.Expiry, 0).Sub(now))
-	}
-	a.mu.Lock()
-	if len(a.cache) >= maxCachedAuth {
-		for k, v := range a.cache {
-			if !now.Before(v.expires) {
-				delete(a.cache, k)
-			}
+	verdict, _ := a.verdicts.Do(authn.Key(token, job.String()), func() (*authError, time.Duration, error) {
+		claims := peekClaims(token)
+		err := a.review(ctx, token, claims, job)
+		switch {
+		case err != nil && err.code == http.StatusServiceUnavailable:
+			return err, 0, nil // not a verdict: ask again next time
+		case err != nil:
+			return err, refusedTTL, nil
+		case claims.Expiry > 0:
+			return nil, min(grantedTTL, time.Unix(claims.Expiry, 0).Sub(a.clock.Now())), nil
 		}
-		if len(a.cache) >= maxCachedAuth {
-			a.cache = map[string]verdict{}
-		}
-	}
-	a.cache[key] = verdict{err: err, expires: now.Add(ttl)}
-	a.mu.Unlock()
-	return err
+		return nil, grantedTTL, nil
+	})
+	return verdict
 }
 
 func (a *Authenticator) review(ctx context.Context, token string, claims tokenClaims, job types.NamespacedName) *authError {
@@ -140,11 +122,11 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	audience := trainer.TokenAudience(job.Namespace, job.Name)
-	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
-	if err := a.client.Create(ctx, tr); err != nil {
+	user, err := authn.Review(ctx, tokenReviews{a.client}, token, []string{audience})
+	if err != nil && !errors.Is(err, authn.ErrUnauthenticated) {
 		return noVerdict("reviewing the token", err)
 	}
-	if !tr.Status.Authenticated {
+	if err != nil {
 		// The API says only that it is invalid; the token's own (unverified) claims say why.
 		switch {
 		case claims.Expiry > 0 && !a.clock.Now().Before(time.Unix(claims.Expiry, 0)):
@@ -154,16 +136,16 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 			return unauthorized("token audience %q is not this TrainJob's %q: the token is for another TrainJob or another server",
 				strings.Join(claims.Audience, ","), audience)
 		}
-		return unauthorized("token rejected by the Kubernetes API: %s", tr.Status.Error)
+		return unauthorized("%v", err)
 	}
-	ns, sa, ok := serviceAccount(tr.Status.User.Username)
+	ns, sa, ok := serviceAccount(user.Username)
 	if !ok {
-		return forbidden("%s is not a ServiceAccount: only a pod of TrainJob %s may report its status", tr.Status.User.Username, job)
+		return forbidden("%s is not a ServiceAccount: only a pod of TrainJob %s may report its status", user.Username, job)
 	}
 	if ns != job.Namespace {
 		return forbidden("token of ServiceAccount %s/%s, whose namespace is not the TrainJob's (%s)", ns, sa, job.Namespace)
 	}
-	pod, podUID := first(tr.Status.User.Extra[extraPodName]), first(tr.Status.User.Extra[extraPodUID])
+	pod, podUID := first(user.Extra[extraPodName]), first(user.Extra[extraPodUID])
 	if pod == "" {
 		return forbidden("token of ServiceAccount %s/%s is not bound to a pod: only a pod of TrainJob %s may report its status", ns, sa, job)
 	}
@@ -180,15 +162,6 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 		return forbidden("token bound to pod %s/%s, which is not a pod of TrainJob %s", ns, pod, job)
 	}
 	return nil
-}
-
-// bearerToken returns the credentials of an RFC 7235 "Bearer" Authorization header.
-func bearerToken(header string) string {
-	parts := strings.Fields(header)
-	if len(parts) != 2 || !strings.EqualFold(parts[0], "Bearer") {
-		return ""
-	}
-	return parts[1]
 }
 
 func serviceAccount(username string) (namespace, name string, ok bool) {

@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
-	"slices"
 )
 
 // Metrics: the operator's own Prometheus metrics, served with controller-runtime's on the
