@@ -1,10 +1,9 @@
 // Package eventrecorder records the operator's Events (events.k8s.io/v1) in bounded memory.
 //
-// client-go's events broadcaster keeps a copy of every Event it recorded for six minutes,
-// to merge repeats into a series: after 10,000 TrainJobs were created in four minutes that
-// was 17 MiB of a 92 MiB heap, a fifth of the operator's memory, for events that are almost
-// never repeated (a job is Created, Resumed, Running and Completed once each). This
-// recorder keeps what a series needs (the name of the Event and its count) for the most
+// It replaces client-go's events broadcaster, which keeps a copy of every Event for six
+// minutes to merge repeats that a job's Events almost never have (BenchmarkRetainedHeap
+// guards the difference; docs/performance.md, "Events in bounded memory", has its figures).
+// This recorder keeps what a series needs (the name of the Event and its count) for the most
 // recent distinct events only, queues at most a bounded number of Events to write, drops
 // (and counts) what does not fit rather than blocking a reconcile, and writes each object's
 // Events in the order they were recorded.

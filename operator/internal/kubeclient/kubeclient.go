@@ -14,14 +14,13 @@
 //
 // client-go keeps 25 idle connections per host; past that, a finished request's connection
 // is closed and the next request pays a TLS handshake on both sides. The client here keeps
-// as many as the operator has requests under way at its busiest.
+// as many as the operator has requests under way at its busiest. Everything else (TLS,
+// client-certificate and CA rotation, proxies, authentication) is client-go's own transport.
 package kubeclient
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
@@ -34,9 +33,8 @@ const (
 )
 
 // HTTPClientFor returns the HTTP client for cfg: client-go's own (HTTP/2 when the apiserver
-// offers it) for protocol HTTP2, else one that speaks HTTP/1.1 and keeps up to idle
-// connections open between requests. Authentication (bearer token and its file, client
-// certificate, exec plugins) and TLS are cfg's, as client-go applies them.
+// offers it) for protocol HTTP2, else client-go's own told to offer HTTP/1.1 only, keeping
+// up to idle connections open between requests.
 func HTTPClientFor(cfg *rest.Config, protocol string, idle int) (*http.Client, error) {
 	switch protocol {
 	case HTTP2:
@@ -48,39 +46,31 @@ func HTTPClientFor(cfg *rest.Config, protocol string, idle int) (*http.Client, e
 	if idle < 1 {
 		return nil, fmt.Errorf("--kube-api-idle-connections=%d: give at least 1 (the requests the operator has under way at its busiest: TrainJob workers, stopper, kept logs)", idle)
 	}
-	if cfg.Transport != nil {
-		// A caller's own transport decides its protocol.
-		return rest.HTTPClientFor(cfg)
-	}
-	tlsConfig, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if tlsConfig != nil {
-		tlsConfig.NextProtos = []string{HTTP1}
-	}
-	proxy := http.ProxyFromEnvironment
-	if cfg.Proxy != nil {
-		proxy = cfg.Proxy
-	}
-	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if cfg.Dial != nil {
-		dial = cfg.Dial
-	}
-	// With NextProtos HTTP/1.1 only, client-go's defaults leave HTTP/2 off (and plain HTTP
-	// is HTTP/1.1 anyway).
-	t := utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               proxy,
-		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig:     tlsConfig,
-		MaxIdleConns:        idle,
-		MaxIdleConnsPerHost: idle,
-		DialContext:         dial,
-		DisableCompression:  cfg.DisableCompression,
+	cfg = rest.CopyConfig(cfg)
+	// With HTTP/1.1 alone in the TLS handshake's protocols, client-go leaves HTTP/2 off.
+	cfg.NextProtos = []string{HTTP1}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		keepIdle(rt, idle)
+		return rt
 	})
-	rt, err := rest.HTTPWrappersForConfig(cfg, t)
-	if err != nil {
-		return nil, err
+	return rest.HTTPClientFor(cfg)
+}
+
+// keepIdle raises the idle connections kept by the http.Transport under client-go's
+// wrappers (its transport cache's, its CA rotation's). That transport is client-go's for
+// this configuration alone: the HTTP/1.1-only protocols are part of its cache key.
+func keepIdle(rt http.RoundTripper, idle int) {
+	for rt != nil {
+		switch t := rt.(type) {
+		case *http.Transport:
+			if t != http.DefaultTransport {
+				t.MaxIdleConns, t.MaxIdleConnsPerHost = max(t.MaxIdleConns, idle), max(t.MaxIdleConnsPerHost, idle)
+			}
+			return
+		case utilnet.RoundTripperWrapper:
+			rt = t.WrappedRoundTripper()
+		default:
+			return
+		}
 	}
-	return &http.Client{Transport: rt, Timeout: cfg.Timeout}, nil
 }

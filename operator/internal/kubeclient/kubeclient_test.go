@@ -2,16 +2,28 @@ package kubeclient
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 )
 
 // apiserver is a TLS server that offers HTTP/2, as kube-apiserver does, and counts the
@@ -130,5 +142,80 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("HTTPClientFor(%q, %d) = %v, want an error containing %q", tc.protocol, tc.idle, err, tc.want)
 		}
+	}
+}
+
+// clientCert writes a new self-signed client certificate with this serial number and its
+// key over the files at certFile and keyFile.
+func clientCert(t *testing.T, certFile, keyFile string, serial int64) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "kiln-operator"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later modification time than the files had: client-go reloads files whose time changed.
+	at := time.Now().Add(time.Duration(serial) * time.Second)
+	for file, block := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(file, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A client certificate renewed on disk (as a kubeconfig's client-certificate file is) is
+// used from then on, also by the connections kept idle: client-go's rotation closes them.
+func TestHTTP1ClientCertificateRotates(t *testing.T) {
+	transport.CertCallbackRefreshDuration = 50 * time.Millisecond
+	t.Cleanup(func() { transport.CertCallbackRefreshDuration = 5 * time.Minute })
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.TLS.PeerCertificates[0].SerialNumber.String()))
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	clientCert(t, certFile, keyFile, 1)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca, CertFile: certFile, KeyFile: keyFile}}
+	c, err := HTTPClientFor(cfg, HTTP1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serialOf := func() string {
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := serialOf(); got != "1" {
+		t.Fatalf("served with certificate %s, want 1", got)
+	}
+	clientCert(t, certFile, keyFile, 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for serialOf() != "2" {
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed client certificate was not used within 10 s: the kept connection still presents the old one")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
