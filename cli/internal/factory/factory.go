@@ -14,7 +14,7 @@ import (
 
 	"github.com/kiln-ml/kiln/api/clientconfig"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
-	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Factory is shared by the commands.

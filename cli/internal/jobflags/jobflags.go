@@ -18,7 +18,7 @@ import (
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
-	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Job is what the flags say of a job, and what to do once it is created.

@@ -25,7 +25,7 @@ import (
 	"github.com/kiln-ml/kiln/api/gen/kiln/v1/kilnv1connect"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/iostreams"
-	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Now is the fixed time of every test.

@@ -19,7 +19,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/jobflags"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
-	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Options are what `kiln submit` was asked.

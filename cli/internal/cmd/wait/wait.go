@@ -15,7 +15,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
 	"github.com/kiln-ml/kiln/cli/internal/printer"
-	kiln "github.com/kiln-ml/kiln/sdk-gen/go"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Options are what `kiln wait` was asked.

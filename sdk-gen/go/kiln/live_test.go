@@ -54,7 +54,7 @@ func jobName(t *testing.T, c *Client, what string) string {
 // createSlow creates, through the generated client, a job whose simulated pods run for d.
 func createSlow(t *testing.T, ctx context.Context, c *Client, name string, d time.Duration, deadline int) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "slow-trainjob.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "slow-trainjob.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

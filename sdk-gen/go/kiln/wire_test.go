@@ -47,7 +47,7 @@ func replay(t *testing.T, lose func(net.Conn), names ...string) (*Client, *[]rec
 	var mu sync.Mutex
 	var exchanges []exchange
 	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join("..", "testdata", "wire", n+".json"))
+		data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "wire", n+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func replay(t *testing.T, lose func(net.Conn), names ...string) (*Client, *[]rec
 }
 
 func recordedRequest(t *testing.T, name string) map[string]any {
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "wire", name+".json"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "wire", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
