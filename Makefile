@@ -568,8 +568,13 @@ chart-lint: $(BIN)/helm $(CHART_DEPS) ## Lint the Helm chart charts/kiln (strict
 	helm lint --strict charts/kiln
 	helm template kiln charts/kiln --namespace kiln-system --kube-version $(KUBE_VERSION) > /dev/null
 
+# Every relative link of the Markdown files, to a file or a #heading, must resolve.
+.PHONY: linkcheck
+linkcheck: ## Fail on a Markdown link to a file or heading that does not exist.
+	go run ./build/cmd/kiln-linkcheck
+
 .PHONY: verify
-verify: generate vet lint chart-lint kind-lint proto-breaking binary-deps ## Regenerate and lint everything; fail on any finding, diff or untracked file.
+verify: generate vet lint chart-lint kind-lint proto-breaking binary-deps linkcheck ## Regenerate and lint everything; fail on any finding, diff or untracked file.
 	@test -z "$$(gofmt -l $(GO_MODULES) tools)" || { echo "gofmt needed:"; gofmt -l $(GO_MODULES) tools; exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "make verify: generated files differ from the commit; run 'make generate' and commit:"; \
@@ -685,7 +690,8 @@ test-unit: $(SDK_TS_DIST) $(CONSOLE_DEPS) ## Unit tests (no cluster), the SDKs' 
 	if [ -n "$$py39" ]; then cd sdk-gen/python && "$$py39" -m unittest discover -s tests -t .; \
 	else echo "no Python 3.9 here: the Python SDK was tested with $$(python3 --version) only"; fi
 	cd $(CONSOLE) && node_modules/.bin/tsc -p tsconfig.json && node build.mjs --tests && node --test dist-test/
-	cd $(SDK_TS) && node --test dist/test/wire.test.js dist/test/package.test.js dist/test/schedule.test.js dist/test/metrics.test.js dist/test/browser.test.js
+	@# Every test file, found by name (live.test.js skips itself without KILN_SDK_LIVE=1; make test-e2e runs it live).
+	cd $(SDK_TS) && node --test dist/test/*.test.js
 
 .PHONY: test-integration
 # One suite at a time (-p 1): each runs its own kube-apiserver and etcd, and three of them

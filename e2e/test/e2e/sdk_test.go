@@ -40,7 +40,7 @@ var _ = Describe("SDKs against the API server", func() {
 	})
 
 	It("Go: the same", func() {
-		out := runSDKTests("go", "go", "test", "-count=1", "-v", "-run", "^TestLive", ".")
+		out := runSDKTests("go", "go", "test", "-count=1", "-v", "-run", "^TestLive", "./kiln")
 		Expect(strings.Count(out, "--- PASS: TestLive")).To(Equal(7), out)
 		Expect(out).NotTo(ContainSubstring("--- SKIP"))
 	})
