@@ -1,5 +1,5 @@
 // Package jobflags holds the flags that describe a training job, shared by `kiln submit` and
-// `kiln schedule create` (whose runs are such a job), and the requests they make: a TrainJob,
+// `kiln schedules create` (whose runs are such a job), and the requests they make: a TrainJob,
 // from the flags or a manifest (-f) they change, and a CronTrainJob whose runs it is (Schedule).
 package jobflags
 
@@ -321,7 +321,7 @@ func (j *Job) ConvertFile(ctx context.Context, f *factory.Factory) error {
 	}
 	ms := res.Msg.GetManifests()
 	if len(ms) != 1 || ms[0].GetKind() != "TrainJob" {
-		return factory.Usagef("--convert submits one job, and %s holds %d documents (or a CronJob): convert them with `kiln convert -f %s`, then submit each (a CronTrainJob with `kiln schedule create -f`)", j.File, len(ms), j.File)
+		return factory.Usagef("--convert submits one job, and %s holds %d documents (or a CronJob): convert them with `kiln convert -f %s`, then submit each (a CronTrainJob with `kiln schedules create -f`)", j.File, len(ms), j.File)
 	}
 	printer.ConversionWarnings(f.IO.ErrOut, res.Msg.GetWarnings(), false)
 	fmt.Fprintf(f.IO.ErrOut, "converted %s into TrainJob %s\n", ms[0].GetSource(), ms[0].GetName())

@@ -46,7 +46,7 @@ func (s *Schedule) Changed(cmd *cobra.Command) {
 func (s *Schedule) Set() bool { return s.Cron != "" || len(s.flags) > 0 }
 
 // Add adds --schedule and the flags of a schedule to cmd; required says --schedule is what
-// the command is about (`kiln schedule create`), not an option (`kiln submit`).
+// the command is about (`kiln schedules create`), not an option (`kiln submit`).
 func (s *Schedule) Add(cmd *cobra.Command, required bool) {
 	fl := cmd.Flags()
 	what := "create a schedule (CronTrainJob) named --name instead of one job: a cron expression, e.g. \"0 2 * * 0\", or @daily"
@@ -74,7 +74,7 @@ func (s *Schedule) Request(j *Job, f *factory.Factory) (*kilnv1.CreateCronTrainJ
 	case s.Cron == "":
 		return nil, factory.Usagef("%s: set --schedule too, e.g. --schedule \"0 2 * * 0\"", strings.Join(s.flags, ", "))
 	case j.Wait || j.Follow:
-		return nil, factory.Usagef("--wait and --follow follow one job: a schedule creates its runs later (follow them with `kiln schedule describe`)")
+		return nil, factory.Usagef("--wait and --follow follow one job: a schedule creates its runs later (follow them with `kiln schedules describe`)")
 	case j.GenerateName != "":
 		return nil, factory.Usagef("--generate-name: a schedule needs a name (--name): its runs are named after it")
 	case j.Name == "" && j.File == "":

@@ -19,7 +19,7 @@ const (
 	AnnotationTriggeredBy   = "kiln.dev/triggered-by"
 )
 
-// ScheduleTable prints schedules as `kiln schedule list` does, like `kubectl get cronjobs`:
+// ScheduleTable prints schedules as `kiln schedules list` does, like `kubectl get cronjobs`:
 // NAME, SCHEDULE, TIMEZONE, SUSPEND, ACTIVE, LAST SCHEDULE, NEXT, AGE, after NAMESPACE when
 // several namespaces show, and with POLICY, RUNTIME and QUEUE when wide.
 func ScheduleTable(io *iostreams.IOStreams, now time.Time, cs []*kilnv1.CronTrainJob, namespaces, wide bool) *Table {
@@ -69,11 +69,11 @@ func PolicyName(p kilnv1.ConcurrencyPolicy) string {
 // 2026-11-29 02:00 CET (in 4d)", or that it is suspended.
 func NextRun(c *kilnv1.CronTrainJob, now time.Time) string {
 	if c.GetSpec().GetSuspend() {
-		return "Suspended: no runs until `kiln schedule resume " + c.GetName() + "`."
+		return "Suspended: no runs until `kiln schedules resume " + c.GetName() + "`."
 	}
 	next := c.GetStatus().GetNextScheduleTime()
 	if next == nil {
-		return "No next run: see `kiln schedule describe " + c.GetName() + "`."
+		return "No next run: see `kiln schedules describe " + c.GetName() + "`."
 	}
 	loc := time.UTC
 	if tz := c.GetSpec().GetTimeZone(); tz != "" {

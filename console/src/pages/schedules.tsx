@@ -64,7 +64,7 @@ export function SchedulesPage({ onUnauthenticated }: { onUnauthenticated: () => 
           {error}
         </p>
       )}
-      {items && !items.length && <p class="empty">No schedules in {namespace()}. Create one: kiln schedule create nightly --schedule "0 2 * * *" -- torchrun train.py</p>}
+      {items && !items.length && <p class="empty">No schedules in {namespace()}. Create one: kiln schedules create nightly --schedule "0 2 * * *" -- torchrun train.py</p>}
       {items && items.length > 0 && (
         <table class="plain">
           <thead>

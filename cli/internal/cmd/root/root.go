@@ -19,7 +19,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/cmd/logs"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/queues"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/runtimes"
-	"github.com/kiln-ml/kiln/cli/internal/cmd/schedule"
+	"github.com/kiln-ml/kiln/cli/internal/cmd/schedules"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/submit"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/suspend"
 	"github.com/kiln-ml/kiln/cli/internal/cmd/version"
@@ -65,7 +65,7 @@ Exit codes: 0 ok, 1 error, 2 wrong usage, 3 the job failed (wait, submit --wait)
 	for _, c := range []*cobra.Command{
 		submit.NewCmdSubmit(f, nil), list.NewCmdList(f, nil), get.NewCmdGet(f, nil), describe.NewCmdDescribe(f, nil),
 		logs.NewCmdLogs(f, nil), wait.NewCmdWait(f, nil), suspend.NewCmdSuspend(f, nil), suspend.NewCmdResume(f, nil),
-		deletecmd.NewCmdDelete(f, nil), schedule.NewCmdSchedule(f), convert.NewCmdConvert(f, nil),
+		deletecmd.NewCmdDelete(f, nil), schedules.NewCmdSchedules(f), convert.NewCmdConvert(f, nil),
 	} {
 		c.GroupID = "jobs"
 		cmd.AddCommand(c)

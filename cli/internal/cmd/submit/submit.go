@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
-	"github.com/kiln-ml/kiln/cli/internal/cmd/schedule/create"
+	"github.com/kiln-ml/kiln/cli/internal/cmd/schedules/create"
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 	"github.com/kiln-ml/kiln/cli/internal/jobflags"
 	"github.com/kiln-ml/kiln/cli/internal/jobs"
@@ -46,7 +46,7 @@ Durations (--deadline, --ttl) are like 90s, 45m, 8h or 2d. Retries of a submit a
 carries an id (--request-id, random by default), so a retried request never creates a second job.
 
 With --schedule (a cron expression) it creates a schedule instead, a CronTrainJob named --name whose
-runs are this job, as ` + "`kiln schedule create`" + ` does.`,
+runs are this job, as ` + "`kiln schedules create`" + ` does.`,
 		Example: `  # Two nodes of 8 GPUs each, queued in Kueue, at most 8 hours, deleted a day after it finished
   kiln submit --runtime torch-distributed --image ghcr.io/me/train:v3 --nodes 2 --gpus-per-node 8 \
       --queue default --deadline 8h --ttl 24h -- torchrun train.py --epochs 3

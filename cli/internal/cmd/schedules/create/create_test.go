@@ -14,7 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/kilntest"
 )
 
-// execute runs `kiln schedule create ARGS...` against s and returns what it printed.
+// execute runs `kiln schedules create ARGS...` against s and returns what it printed.
 func execute(t *testing.T, s *kilntest.Server, tty bool, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	f, io := s.Factory(tty)

@@ -1,4 +1,4 @@
-// Package create is `kiln schedule create`: a schedule (CronTrainJob) whose runs are the
+// Package create is `kiln schedules create`: a schedule (CronTrainJob) whose runs are the
 // job the flags or a manifest describe, as `kiln submit --schedule` creates it too.
 package create
 
@@ -14,7 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule create` (or `kiln submit --schedule`) was asked.
+// Options are what `kiln schedules create` (or `kiln submit --schedule`) was asked.
 type Options struct {
 	Factory *factory.Factory
 	// Job is each run; Schedule when they run.
@@ -44,12 +44,12 @@ runs kept (default 3 and 1). --deadline bounds each run (never counting time que
 Each run is named NAME-<minute of its scheduled time> and is told its scheduled time in
 $KILN_SCHEDULED_TIME (RFC 3339), to pick its data window.`,
 		Example: `  # Retrain every Sunday at 02:00 Berlin time; never two at once; each run at most 12 hours
-  kiln schedule create weekly-retrain --schedule "0 2 * * 0" --time-zone Europe/Berlin \
+  kiln schedules create weekly-retrain --schedule "0 2 * * 0" --time-zone Europe/Berlin \
       --concurrency-policy Forbid --keep-successful 3 --keep-failed 1 \
       --runtime torch-distributed --queue default --deadline 12h -- torchrun train.py
 
   # Nightly, from a TrainJob manifest
-  kiln schedule create nightly --schedule @daily -f trainjob.yaml`,
+  kiln schedules create nightly --schedule @daily -f trainjob.yaml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -58,7 +58,7 @@ $KILN_SCHEDULED_TIME (RFC 3339), to pick its data window.`,
 				before, o.Job.Command = args[:dash], args[dash:]
 			}
 			if len(before) != 1 {
-				return factory.Usagef("name the schedule once, before --: kiln schedule create NAME --schedule CRON ... -- COMMAND")
+				return factory.Usagef("name the schedule once, before --: kiln schedules create NAME --schedule CRON ... -- COMMAND")
 			}
 			o.Job.Name = before[0]
 			o.Job.Changed(cmd)
@@ -109,7 +109,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	_, err = fmt.Fprintf(io.Out, "crontrainjob %s/%s %s\n", cj.GetNamespace(), cj.GetName(), verb)
 	if err == nil && io.IsTTY() {
-		fmt.Fprintln(io.ErrOut, io.Gray(printer.NextRun(cj, o.Factory.Clock.Now())+"   Its runs: kiln schedule describe "+cj.GetName()))
+		fmt.Fprintln(io.ErrOut, io.Gray(printer.NextRun(cj, o.Factory.Clock.Now())+"   Its runs: kiln schedules describe "+cj.GetName()))
 	}
 	return err
 }

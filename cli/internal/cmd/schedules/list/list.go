@@ -1,4 +1,4 @@
-// Package list is `kiln schedule list`: the schedules of a namespace, or of every namespace.
+// Package list is `kiln schedules list`: the schedules of a namespace, or of every namespace.
 package list
 
 import (
@@ -13,7 +13,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule list` was asked.
+// Options are what `kiln schedules list` was asked.
 type Options struct {
 	Factory       *factory.Factory
 	AllNamespaces bool
@@ -65,7 +65,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	if len(res.Msg.GetCronTrainJobs()) == 0 {
 		if io.IsTTY() {
-			fmt.Fprintf(io.ErrOut, "No schedules in %s. Create one: kiln schedule create NAME --schedule CRON --runtime RUNTIME -- COMMAND\n",
+			fmt.Fprintf(io.ErrOut, "No schedules in %s. Create one: kiln schedules create NAME --schedule CRON --runtime RUNTIME -- COMMAND\n",
 				map[bool]string{true: "any namespace you may list", false: "namespace " + c.Namespace}[o.AllNamespaces])
 		}
 		return nil

@@ -1,4 +1,4 @@
-// Package delete is `kiln schedule delete`: a schedule and, unless told otherwise, its runs.
+// Package delete is `kiln schedules delete`: a schedule and, unless told otherwise, its runs.
 package delete
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/factory"
 )
 
-// Options are what `kiln schedule delete` was asked.
+// Options are what `kiln schedules delete` was asked.
 type Options struct {
 	Factory  *factory.Factory
 	Name     string

@@ -1,4 +1,4 @@
-package schedule
+package schedules
 
 import (
 	"testing"
@@ -8,12 +8,12 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/kilntest"
 )
 
-// `kiln schedule` wires the verbs, each tested in its package; through it they run as
-// `kiln schedule VERB`.
-func TestNewCmdSchedule(t *testing.T) {
+// `kiln schedules` wires the verbs, each tested in its package; through it they run as
+// `kiln schedules VERB`.
+func TestNewCmdSchedules(t *testing.T) {
 	s := kilntest.StartWithSchedules(t)
 	f, io := s.Factory(false)
-	cmd := NewCmdSchedule(f)
+	cmd := NewCmdSchedules(f)
 	var verbs []string
 	for _, c := range cmd.Commands() {
 		verbs = append(verbs, c.Name())
@@ -23,6 +23,6 @@ func TestNewCmdSchedule(t *testing.T) {
 	}
 	out, _, err := kilntest.Execute(cmd, io, "ls", "-o", "wide")
 	if err != nil || out == "" {
-		t.Errorf("kiln schedule ls -o wide: %q, %v", out, err)
+		t.Errorf("kiln schedules ls -o wide: %q, %v", out, err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package trigger is `kiln schedule trigger`: a run of a schedule, now.
+// Package trigger is `kiln schedules trigger`: a run of a schedule, now.
 package trigger
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
-// Options are what `kiln schedule trigger` was asked.
+// Options are what `kiln schedules trigger` was asked.
 type Options struct {
 	Factory   *factory.Factory
 	Name      string

@@ -1,4 +1,4 @@
-// Package suspend is `kiln schedule suspend` and `kiln schedule resume`: one request each
+// Package suspend is `kiln schedules suspend` and `kiln schedules resume`: one request each
 // way, one report.
 package suspend
 
@@ -14,7 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule suspend` or `kiln schedule resume` was asked.
+// Options are what `kiln schedules suspend` or `kiln schedules resume` was asked.
 type Options struct {
 	Factory *factory.Factory
 	Name    string
@@ -22,7 +22,7 @@ type Options struct {
 	Suspend bool
 }
 
-// NewCmdSuspend returns `kiln schedule suspend`; runF replaces its run in tests.
+// NewCmdSuspend returns `kiln schedules suspend`; runF replaces its run in tests.
 func NewCmdSuspend(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	return newCmd(f, runF, true, &cobra.Command{
 		Use:   "suspend NAME",
@@ -31,7 +31,7 @@ func NewCmdSuspend(f *factory.Factory, runF func(context.Context, *Options) erro
 	})
 }
 
-// NewCmdResume returns `kiln schedule resume`; runF replaces its run in tests.
+// NewCmdResume returns `kiln schedules resume`; runF replaces its run in tests.
 func NewCmdResume(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	return newCmd(f, runF, false, &cobra.Command{
 		Use:   "resume NAME",

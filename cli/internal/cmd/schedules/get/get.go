@@ -1,4 +1,4 @@
-// Package get is `kiln schedule get`: one schedule, as a table row, JSON or YAML.
+// Package get is `kiln schedules get`: one schedule, as a table row, JSON or YAML.
 package get
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule get` was asked.
+// Options are what `kiln schedules get` was asked.
 type Options struct {
 	Factory *factory.Factory
 	Name    string

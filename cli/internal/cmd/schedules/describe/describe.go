@@ -1,4 +1,4 @@
-// Package describe is `kiln schedule describe`: when a schedule runs, what, and its runs.
+// Package describe is `kiln schedules describe`: when a schedule runs, what, and its runs.
 package describe
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule describe` was asked.
+// Options are what `kiln schedules describe` was asked.
 type Options struct {
 	Factory *factory.Factory
 	Name    string

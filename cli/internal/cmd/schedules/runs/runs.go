@@ -1,4 +1,4 @@
-// Package runs is `kiln schedule runs`: the TrainJobs a schedule created, newest first.
+// Package runs is `kiln schedules runs`: the TrainJobs a schedule created, newest first.
 package runs
 
 import (
@@ -13,7 +13,7 @@ import (
 	"github.com/kiln-ml/kiln/cli/internal/printer"
 )
 
-// Options are what `kiln schedule runs` was asked.
+// Options are what `kiln schedules runs` was asked.
 type Options struct {
 	Factory *factory.Factory
 	Name    string
