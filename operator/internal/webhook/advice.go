@@ -311,7 +311,7 @@ func adviseCommand(tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) []string {
 		}
 		for _, c := range rj.Template.Spec.Template.Spec.Containers {
 			if c.Name == trainer.NodeName && len(c.Command) == 0 && len(c.Args) == 0 {
-				return []string{fmt.Sprintf("no command: neither spec.trainer.command nor runtime %q says what to run, so the trainer runs its image's entrypoint (%s). Set spec.trainer.command (kiln submit ... -- COMMAND)",
+				return []string{fmt.Sprintf("no command: neither spec.trainer.command nor runtime %q says what to run, so the trainer runs its image's entrypoint (%s). Set spec.trainer.command (the CLI: kiln submit ... -- COMMAND; the SDKs: the trainer's command)",
 					tj.Spec.RuntimeRef.Name, c.Image)}
 			}
 		}

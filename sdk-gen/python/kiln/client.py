@@ -649,9 +649,14 @@ class TrainerClient:
     def get_job_metrics(self, name: str, metrics: Optional[Iterable[str]] = None, *, namespace: Optional[str] = None) -> Dict[str, List[MetricPoint]]:
         """The history of the numeric metrics a job's trainer reported, by name, oldest point
         first: at most 500 points a metric, spread evenly over the whole run, then the latest
-        value. ``metrics`` names those wanted (None: all)."""
-        resp = self.jobs.get_train_job_metrics(pb.GetTrainJobMetricsRequest(namespace=namespace or self.namespace, name=name, metrics=_names(metrics)))
-        return _points(resp.series)
+        value. ``metrics`` names those wanted (None: all); each one named is in the answer,
+        with no points until the trainer reported it."""
+        wanted = _names(metrics)
+        resp = self.jobs.get_train_job_metrics(pb.GetTrainJobMetricsRequest(namespace=namespace or self.namespace, name=name, metrics=wanted))
+        out = _points(resp.series)
+        for m in wanted or ():
+            out.setdefault(m, [])
+        return out
 
     def watch_job_metrics(self, name: str, metrics: Optional[Iterable[str]] = None, *, namespace: Optional[str] = None) -> Iterator[Dict[str, List[MetricPoint]]]:
         """Stream a job's metrics (those named, or all) by name: first their whole history,

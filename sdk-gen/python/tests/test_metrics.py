@@ -156,8 +156,15 @@ class MetricsWireTest(unittest.TestCase):
 
     def test_get_job_metrics_of_a_job_without_history(self) -> None:
         with Server({"GetTrainJobMetrics": (200, {})}) as srv:
-            self.assertEqual(client(srv.url).get_job_metrics("llm", "loss", namespace="team-a"), {})
+            self.assertEqual(client(srv.url).get_job_metrics("llm", "loss", namespace="team-a"), {"loss": []})
         self.assertEqual(srv.bodies("GetTrainJobMetrics"), [{"namespace": "team-a", "name": "llm", "metrics": ["loss"]}])
+
+    def test_every_metric_named_is_there_before_its_first_report(self) -> None:
+        with Server({"GetTrainJobMetrics": (200, {"series": [loss(1)]})}) as srv:
+            got = client(srv.url).get_job_metrics("llm", ["loss", "accuracy"])
+        self.assertEqual(got, {"loss": points(1), "accuracy": []})
+        with Server({"GetTrainJobMetrics": (200, {})}) as srv:
+            self.assertEqual(client(srv.url).get_job_metrics("llm"), {})
 
     def test_an_older_server(self) -> None:
         with Server({}) as srv:
