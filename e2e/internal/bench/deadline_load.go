@@ -143,7 +143,8 @@ func (e *env) loadWhileDeadlinesFire(ctx context.Context, n int) func() *deadlin
 // returns stops and logs each interval's: the apiserver's writes (the most of them first) and
 // the cores busy, from the first deadline's due instant (before is read a second earlier).
 // A reading under load takes a while and the ticker drops the ticks it misses, so the
-// readings are 0.4–2 s apart: each line gives the rates over its own interval.
+// readings are not a second apart (docs/performance.md, "The bench tells more"): each line
+// gives the rates over its own interval.
 func (e *env) loadBySecond(ctx context.Context, before loadReading) func() {
 	if e.o.Profiles == "" {
 		return func() {}

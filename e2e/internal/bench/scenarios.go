@@ -692,9 +692,9 @@ func memory(ctx context.Context, e *env, r *runResult) error {
 		return err
 	}
 	e.logf("memory: %d TrainJobs created in %s", n, time.Since(begin).Round(100*time.Millisecond))
-	// 10,000 take 2–6 minutes here, 50,000 five times that or more: upstream's rendered
-	// 37,556 of 50,000 in the 33 minutes a fixed timeout gave it (2026-12-03), so the wait
-	// lasts while JobSets keep appearing and gives up after 5 minutes without a new one.
+	// A fixed timeout cut a slow controller's rendering short (docs/performance.md, "Where
+	// the memory goes"), so the wait lasts while JobSets keep appearing and gives up after 5
+	// minutes without a new one.
 	if err := waitWhileProgressing(ctx, 5*time.Minute, "every JobSet", func() (bool, int, string) {
 		got := e.tracker.count(e.tracker.jobSetSeen, ns)
 		return got == n, got, fmt.Sprintf("%d of %d", got, n)

@@ -204,8 +204,8 @@ func main() {
 }
 
 // defaultGCPercent is the operator's GOGC: Go's default, 100, lets the heap double between
-// collections; at 75 the operator held 10,000 TrainJobs in 116 MiB instead of 134 MiB of RSS
-// for about 3% more CPU over the timed benchmarks (docs/performance.md).
+// collections; 75 holds much less resident for a little more CPU (docs/performance.md, "The
+// collector's target is 75, not Go's 100").
 const defaultGCPercent = 75
 
 // setGCPercent sets the collector's target from --gc-percent, unless GOGC is set (then the

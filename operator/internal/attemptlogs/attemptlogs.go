@@ -298,7 +298,7 @@ func (r *Reconciler) read(ctx context.Context, pod *corev1.Pod, container string
 // readTail reads r to its end, keeping at most the last keep bytes (and at times up to
 // twice that, to copy seldom). Its buffer starts small and grows with what is read: most
 // logs are short, and when a thousand deadlines fall due together a thousand pods' logs are
-// read at once (a buffer of 96 KiB each was a third of the operator's allocations then).
+// read at once (docs/performance.md, "A kept log's buffer grows with the log").
 func readTail(r io.Reader, keep int) ([]byte, error) {
 	buf := make([]byte, 0, min(readTailStart, 2*keep))
 	for {

@@ -22,8 +22,9 @@ import (
 //     needs decoded, one copy per distinct content (runtime_snapshot.go).
 //   - JobSets: no replicated jobs. The controller reads a JobSet's owner, suspension,
 //     failure policy and status; it writes JobSets by server-side apply from its own
-//     rendering, never from the cache. A replicated job is a Job template, 1.3 KiB of
-//     Go struct even with its pod template emptied: most of a cached JobSet.
+//     rendering, never from the cache. A replicated job is a Job template, most of a
+//     cached JobSet even with its pod template emptied (docs/performance.md, "Cached
+//     JobSets without their replicated jobs").
 //   - TrainJobs: of their managedFields, only which writers own spec.suspend and when
 //     they wrote (how a resume is timed). Safe because the controller writes a TrainJob
 //     only through its status subresource, where the apiserver ignores the request's

@@ -1,16 +1,10 @@
 // Package kubeclient builds the HTTP client the operator's controllers share to reach the
 // Kubernetes API.
 //
-// client-go speaks HTTP/2 when the apiserver offers it, and then every request and watch
-// of a process goes over one TCP connection. When a thousand deadlines fall due together,
-// the 32 TrainJob workers' status writes, the stopper's JobSet deletions, the kept-logs
-// controller's log streams and every watch's events share that connection, and on two
-// saturated cores the writes' answers came late (docs/performance.md, "Written, begun,
-// seen": every worker waiting on an answer, none on the rate limiter). Over HTTP/1.1 each
-// request under way has a connection of its own: measured on the deadline scenario in six
-// alternated pairs, Failed written p99 within 1 s in four runs of six against three, the
-// JobSets created alongside the submission instead of seconds after it, for about 50 KiB
-// per connection kept (docs/performance.md, "The operator over HTTP/1.1, measured").
+// Over HTTP/2 every request and watch of the process shares one connection, and when many
+// deadlines fall due together the status writes' answers come late; over HTTP/1.1 each
+// request under way has a connection of its own (docs/performance.md, "The operator over
+// HTTP/1.1, measured").
 //
 // client-go keeps 25 idle connections per host; past that, a finished request's connection
 // is closed and the next request pays a TLS handshake on both sides. The client here keeps

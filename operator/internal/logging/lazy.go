@@ -12,10 +12,10 @@ import (
 // encoded when the logger first writes, not when they are given. Every reconcile gets a
 // logger with its object and reconcile ID (controller-runtime's) and the job's name
 // (Kiln's); zap encodes such fields at once into a buffer of its own, 1 KiB each, though
-// most reconciles log nothing at the levels enabled: an allocation profile of 1,000
-// deadlines falling due put a tenth of the operator's allocations there. What is written
-// is the same, field for field; a field whose value changes after it was given is written
-// as it is then (the operator gives values, names and IDs, that do not change).
+// most reconciles log nothing at the levels enabled (docs/performance.md, "A logger's
+// fields are encoded when it writes"). What is written is the same, field for field; a
+// field whose value changes after it was given is written as it is then (the operator
+// gives values, names and IDs, that do not change).
 //
 // Not zap's own zapcore.NewLazyWith: its With encodes the fields given before at once, and
 // a reconcile's logger is made by three With calls in a row (controller-runtime's two and

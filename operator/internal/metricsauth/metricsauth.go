@@ -6,9 +6,9 @@
 // few minutes, not two per scrape. A 403 names the ClusterRole to bind.
 //
 // controller-runtime's filter does the same through k8s.io/apiserver's delegating
-// authenticator and authorizer, which link an expression language (CEL) and much of an
-// apiserver into the binary: 7.7 MB of code and tables of the operator's 68 MB, most of
-// which the kernel maps in when they are touched around, for two HTTP calls.
+// authenticator and authorizer, which link CEL and much of an apiserver into the binary,
+// and so into its resident memory, for two HTTP calls (docs/performance.md, "The
+// operator's metrics guard is its own").
 package metricsauth
 
 import (

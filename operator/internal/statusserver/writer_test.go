@@ -120,8 +120,7 @@ func TestNewestReportWrittenLastWhileAWriteIsInFlight(t *testing.T) {
 }
 
 // A write the apiserver never answers times out and is retried: the job's later reports are
-// not held behind it (a CI run saw a job's stored status stay 24 steps behind its trainer for
-// over 30 s, every later report accepted).
+// not held behind it (docs/reliability.md, "When the apiserver does not answer").
 func TestAWriteNeverAnsweredIsRetried(t *testing.T) {
 	scheme := testScheme(t)
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}}

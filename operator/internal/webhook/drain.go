@@ -35,10 +35,8 @@ func NewServer(host string, port int, certDir string) *DrainingServer {
 
 // HTTP1Only has a TLS server offer HTTP/1.1 alone. controller-runtime's servers offer
 // HTTP/2 first, and the kube-apiserver then sends every webhook call down one HTTP/2
-// connection; over HTTP/1.1 it keeps a pool of connections and sends calls in parallel.
-// Measured on 1,000 TrainJob creates at once: Kiln's webhooks took 127–163 ms per create over
-// HTTP/2 against upstream Kubeflow Trainer's 56–93 ms, which serves HTTP/1.1 only (as
-// kubebuilder's scaffold does, for the HTTP/2 Rapid Reset CVEs); docs/performance.md.
+// connection; over HTTP/1.1 it keeps a pool of connections and sends calls in parallel
+// (docs/performance.md, "Webhooks").
 func HTTP1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
 // Register serves hook at path, closing the connection after each answer once draining.

@@ -24,10 +24,9 @@ const createPriority = timerPriority / 2
 // job's JobSet, Jobs and pods queue as they change mirror counts into its status and can
 // wait. Under a burst of submissions they outnumber the new jobs two or three to one, and
 // at one priority each new job waited behind the churn of the jobs submitted before it
-// (`make bench`'s throughput: the last JobSet 9-10 s after the last TrainJob's create,
-// against 1.6-2.7 s with no controller). The informer's initial list (a restart) is not
-// a submission and keeps its low priority; the For watch queues every create too, at 0,
-// and the queue keeps the higher of the two.
+// (docs/performance.md, "The floor of the throughput figure, measured"). The informer's
+// initial list (a restart) is not a submission and keeps its low priority; the For watch
+// queues every create too, at 0, and the queue keeps the higher of the two.
 func newJobsFirst() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e ctrlevent.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

@@ -36,8 +36,8 @@ func runtimeKind(tj *trainer.TrainJob) string {
 //
 // The snapshots are not cached: the process keeps each job's decoded snapshot from its
 // create on (snapshotSpecs), and after a restart lists them all once (snapshotSpecs.load).
-// An informer held every snapshot ConfigMap (1.3 KiB each, 13 MiB at 10,000 jobs) to
-// serve reads that only a restart needs.
+// An informer of every snapshot ConfigMap cost memory per job to serve reads that only a
+// restart needs (docs/performance.md, "No ConfigMap informer").
 func (r *Reconciler) pinnedRuntime(ctx context.Context, tj *trainer.TrainJob) (*trainer.TrainingRuntimeSpec, error) {
 	if spec, ok := r.snapshots.get(tj); ok {
 		return spec, nil

@@ -33,15 +33,14 @@ const jobsParallel = 4
 const stopRetry = 10 * time.Second
 
 // jobSetStopper deletes the JobSets (and their Jobs) of jobs that failed their deadline,
-// outside the reconciles, up to stopParallel at once. In a reconcile, each deletion held one
-// of the controller's workers for two round trips: when a thousand deadlines fell due
-// together, pods were told to stop at the rate ten workers waited on the apiserver (1,000 in
-// 50 s on a loaded 2-core platform) rather than the rate the client's budget allows (5 s).
+// outside the reconciles, up to stopParallel at once: in a reconcile each deletion held a
+// worker for two round trips, so when many deadlines fell due together pods were told to
+// stop at the rate the workers waited on the apiserver, not at the client's budget
+// (docs/performance.md, "Deadlines falling due together").
 // A deletion is retried until it succeeds or the JobSet is gone; the reconcile that asked
 // does not wait, and one that asks again while it is under way is a no-op. The JobSet's
 // Jobs are deleted after it, jobsParallel at once, so that they do not take the budget of
-// the JobSet deletions that stop pods (a thousand deadlines at once: JobSets deleted p99
-// 11.8 s with both in one slot).
+// the JobSet deletions that stop pods.
 type jobSetStopper struct {
 	client client.Client
 	// ctx outlives the reconciles: the manager's (SetupWithManager), until then Background.

@@ -284,7 +284,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 // notProgressOnly drops the updates of a TrainJob that change nothing but its
 // status.trainerStatus after its first report: a thousand trainers reporting every second
 // would otherwise each be reconciled every second, and the deadlines and restarts of every
-// job would queue behind them (`make bench` saw deadline p99 go from 0.9 s to 18 s). The
+// job would queue behind them (docs/performance.md, "Deadlines falling due together"). The
 // first report passes: it starts the progress deadline's clock, which then wakes the job
 // itself when it falls due.
 type notProgressOnly struct {
