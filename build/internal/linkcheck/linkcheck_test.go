@@ -14,7 +14,7 @@ func TestCheck(t *testing.T) {
 		"README.md": "# Kiln\n[docs](docs/a.md) [anchor](docs/a.md#the-first-jobs) [missing](docs/none.md)\n" +
 			"[bad anchor](docs/a.md#nowhere) [web](https://example.com/x) [dir](docs/) [outside](../shared/x.md)\n" +
 			"`[not a link](nowhere.md)`\n```\n[in a fence](nowhere.md)\n```\n",
-		"docs/a.md": "# The first jobs\n## `kiln submit`, step 1\n## Again\n## Again\n[self](#again-1) [up](../README.md#kiln) [code](#kiln-submit-step-1) [gone](#gone)\n",
+		"docs/a.md":         "# The first jobs\n## `kiln submit`, step 1\n## Again\n## Again\n[self](#again-1) [up](../README.md#kiln) [code](#kiln-submit-step-1) [gone](#gone)\n",
 		"skipped/b.md":      "[x](nowhere.md)\n",
 		"node_modules/c.md": "[x](nowhere.md)\n",
 	}

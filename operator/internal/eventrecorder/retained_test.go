@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
@@ -58,10 +59,13 @@ func BenchmarkRetainedHeap(b *testing.B) {
 					rec.Eventf(p, nil, corev1.EventTypeNormal, "Created", "Create", "Created pod %s", p.Name)
 				}
 				// Written, or dropped: until the writes stop for a moment.
-				for last := int32(-1); written.Load() != last; {
-					last = written.Load()
-					time.Sleep(300 * time.Millisecond)
-				}
+				last := int32(-1)
+				_ = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, false, func(context.Context) (bool, error) {
+					n := written.Load()
+					stopped := n == last
+					last = n
+					return stopped, nil
+				})
 				retained += heap() - min(before, heap())
 				runtime.KeepAlive(rec)
 				cancel()

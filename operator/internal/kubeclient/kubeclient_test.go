@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 )
@@ -211,11 +212,9 @@ func TestHTTP1ClientCertificateRotates(t *testing.T) {
 		t.Fatalf("served with certificate %s, want 1", got)
 	}
 	clientCert(t, certFile, keyFile, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for serialOf() != "2" {
-		if time.Now().After(deadline) {
-			t.Fatal("the renewed client certificate was not used within 10 s: the kept connection still presents the old one")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return serialOf() == "2", nil
+	}); err != nil {
+		t.Fatal("the renewed client certificate was not used within 10 s: the kept connection still presents the old one")
 	}
 }
