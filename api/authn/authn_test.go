@@ -124,8 +124,15 @@ func TestVerdicts(t *testing.T) {
 	if len(r.reviewed) != 2 {
 		t.Errorf("after the TTL the token was reviewed %d times in all, want 2", len(r.reviewed))
 	}
-	if _, err := cachedReview(c, r, "bad", 10*time.Second, 2*time.Second); !errors.Is(err, ErrUnauthenticated) {
-		t.Errorf("review(bad) = %v, want ErrUnauthenticated", err)
+	// A refusal is kept for its own, shorter time.
+	for _, after := range []time.Duration{0, time.Second, 2 * time.Second} {
+		clk.SetTime(clk.Now().Add(after))
+		if _, err := cachedReview(c, r, "bad", 10*time.Second, 2*time.Second); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("review(bad) = %v, want ErrUnauthenticated", err)
+		}
+	}
+	if diff := cmp.Diff([]string{"good", "good", "bad", "bad"}, r.reviewed); diff != "" {
+		t.Errorf("tokens reviewed (-want +got):\n%s", diff)
 	}
 	// Failures to decide are not kept.
 	r.down = errors.New("apiserver down")
@@ -138,40 +145,6 @@ func TestVerdicts(t *testing.T) {
 	}
 	if n := c.Len(); n > 2 {
 		t.Errorf("cache holds %d entries, more than 2", n)
-	}
-}
-
-func TestVerdictsTTL(t *testing.T) {
-	for name, tc := range map[string]struct {
-		token string
-		// after is how long after the first call the second comes.
-		after        time.Duration
-		wantUser     string // "" when rejected
-		wantReviewed []string
-	}{
-		"accepted, within the TTL":          {token: "good", after: 9 * time.Second, wantUser: "alice", wantReviewed: []string{"good"}},
-		"accepted, after the TTL":           {token: "good", after: 11 * time.Second, wantUser: "alice", wantReviewed: []string{"good", "good"}},
-		"rejected, within the rejected TTL": {token: "bad", after: time.Second, wantReviewed: []string{"bad"}},
-		"rejected, after the rejected TTL":  {token: "bad", after: 3 * time.Second, wantReviewed: []string{"bad", "bad"}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-			r := &reviewer{users: map[string]string{"good": "alice"}}
-			c := NewVerdicts[string](clk, 10)
-			for i, after := range []time.Duration{0, tc.after} {
-				clk.SetTime(clk.Now().Add(after))
-				u, err := cachedReview(c, r, tc.token, 10*time.Second, 2*time.Second)
-				switch {
-				case tc.wantUser == "" && !errors.Is(err, ErrUnauthenticated):
-					t.Errorf("call %d: review(%s) = %v, %v; want ErrUnauthenticated", i+1, tc.token, u, err)
-				case tc.wantUser != "" && (err != nil || u != tc.wantUser):
-					t.Errorf("call %d: review(%s) = %v, %v; want %s", i+1, tc.token, u, err, tc.wantUser)
-				}
-			}
-			if diff := cmp.Diff(tc.wantReviewed, r.reviewed); diff != "" {
-				t.Errorf("tokens reviewed (-want +got):\n%s", diff)
-			}
-		})
 	}
 }
 

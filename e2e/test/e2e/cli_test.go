@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,11 +73,14 @@ func kilnCLIWith(env []string, stdin string, args ...string) (string, string, in
 	return framework.CLI{Bin: filepath.Join(root, "bin", "kiln")}.RunWith(env, stdin, args...)
 }
 
-// slowJob is a TrainJob whose training pods run for a minute on the local platform.
-const slowJob = `apiVersion: trainer.kubeflow.org/v1alpha1
+// simulatedJob is a TrainJob named name whose simulated training pods run for duration
+// (sim.kiln.dev/duration) on the local platform, with these labels.
+func simulatedJob(name, duration, labels string) string {
+	return fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
-  name: cli-slow
+  name: %s
+  labels: {%s}
 spec:
   runtimeRef: {name: torch-distributed}
   trainer: {command: [torchrun, train.py]}
@@ -91,8 +95,12 @@ spec:
               spec:
                 template:
                   metadata:
-                    annotations: {sim.kiln.dev/duration: 60s}
-`
+                    annotations: {sim.kiln.dev/duration: %s}
+`, name, labels, duration)
+}
+
+// slowJob is a TrainJob whose training pods run for a minute on the local platform.
+var slowJob = simulatedJob("cli-slow", "60s", "")
 
 var _ = Describe("kiln CLI", func() {
 	It("submits a queued job, waits for it, shows its logs and its story, and deletes it", Label(chartMode), func() {

@@ -25,29 +25,6 @@ import (
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
-// consoleJob runs its simulated pods for five minutes, long enough to be suspended and resumed.
-const consoleJob = `apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: %s
-  labels: {team: console}
-spec:
-  runtimeRef: {name: torch-distributed}
-  trainer: {command: [torchrun, train.py]}
-  runtimePatches:
-  - manager: e2e.kiln.dev/simulation
-    trainingRuntimeSpec:
-      template:
-        spec:
-          replicatedJobs:
-          - name: node
-            template:
-              spec:
-                template:
-                  metadata:
-                    annotations: {sim.kiln.dev/duration: 300s}
-`
-
 // browser is a headless Chromium (Debian's package) and what went wrong in its pages.
 type browser struct {
 	ctx      context.Context
@@ -265,7 +242,7 @@ var _ = Describe("The web console, in a real browser", Label(chartMode), func() 
 		DeferCleanup(func(ctx context.Context) {
 			_ = k8s.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: name}})
 		})
-		out, errOut, code := kilnCLI(fmt.Sprintf(consoleJob, name), "submit", "-f", "-")
+		out, errOut, code := kilnCLI(simulatedJob(name, "300s", "team: console"), "submit", "-f", "-") // long enough to suspend and resume
 		Expect(code).To(Equal(0), "%s%s", out, errOut)
 		submitted := time.Now()
 		row := fmt.Sprintf(`!!document.querySelector('a[href="#/jobs/%s"]')`, name)
