@@ -13,7 +13,7 @@ import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ConfigError, DeadlineExceededError, KilnError, NotFoundError, toKilnError } from "./errors.js";
 import { QueueService, type Queue } from "./gen/kiln/v1/queue_pb.js";
 import { RuntimeService, type Runtime } from "./gen/kiln/v1/runtime_pb.js";
-import { ConcurrencyPolicy as Policy, CronTrainJobService, type CronTrainJob } from "./gen/kiln/v1/schedule_pb.js";
+import { ConcurrencyPolicy as Policy, CronTrainJobService, type CronTrainJob } from "./gen/kiln/v1/crontrainjob_pb.js";
 import { ServerService } from "./gen/kiln/v1/server_pb.js";
 import {
   RuntimeKind,

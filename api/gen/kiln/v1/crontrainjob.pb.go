@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: kiln/v1/schedule.proto
+// source: kiln/v1/crontrainjob.proto
 
 package kilnv1
 
@@ -64,11 +64,11 @@ func (x ConcurrencyPolicy) String() string {
 }
 
 func (ConcurrencyPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_kiln_v1_schedule_proto_enumTypes[0].Descriptor()
+	return file_kiln_v1_crontrainjob_proto_enumTypes[0].Descriptor()
 }
 
 func (ConcurrencyPolicy) Type() protoreflect.EnumType {
-	return &file_kiln_v1_schedule_proto_enumTypes[0]
+	return &file_kiln_v1_crontrainjob_proto_enumTypes[0]
 }
 
 func (x ConcurrencyPolicy) Number() protoreflect.EnumNumber {
@@ -77,7 +77,7 @@ func (x ConcurrencyPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConcurrencyPolicy.Descriptor instead.
 func (ConcurrencyPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{0}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{0}
 }
 
 // CronTrainJob creates a TrainJob on a schedule.
@@ -98,7 +98,7 @@ type CronTrainJob struct {
 
 func (x *CronTrainJob) Reset() {
 	*x = CronTrainJob{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[0]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +110,7 @@ func (x *CronTrainJob) String() string {
 func (*CronTrainJob) ProtoMessage() {}
 
 func (x *CronTrainJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[0]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +123,7 @@ func (x *CronTrainJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronTrainJob.ProtoReflect.Descriptor instead.
 func (*CronTrainJob) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{0}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *CronTrainJob) GetName() string {
@@ -217,7 +217,7 @@ type CronTrainJobSpec struct {
 
 func (x *CronTrainJobSpec) Reset() {
 	*x = CronTrainJobSpec{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[1]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -229,7 +229,7 @@ func (x *CronTrainJobSpec) String() string {
 func (*CronTrainJobSpec) ProtoMessage() {}
 
 func (x *CronTrainJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[1]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -242,7 +242,7 @@ func (x *CronTrainJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronTrainJobSpec.ProtoReflect.Descriptor instead.
 func (*CronTrainJobSpec) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{1}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CronTrainJobSpec) GetSchedule() string {
@@ -313,7 +313,7 @@ type TrainJobTemplate struct {
 
 func (x *TrainJobTemplate) Reset() {
 	*x = TrainJobTemplate{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[2]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +325,7 @@ func (x *TrainJobTemplate) String() string {
 func (*TrainJobTemplate) ProtoMessage() {}
 
 func (x *TrainJobTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[2]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +338,7 @@ func (x *TrainJobTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainJobTemplate.ProtoReflect.Descriptor instead.
 func (*TrainJobTemplate) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{2}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TrainJobTemplate) GetLabels() map[string]string {
@@ -380,7 +380,7 @@ type CronTrainJobStatus struct {
 
 func (x *CronTrainJobStatus) Reset() {
 	*x = CronTrainJobStatus{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[3]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +392,7 @@ func (x *CronTrainJobStatus) String() string {
 func (*CronTrainJobStatus) ProtoMessage() {}
 
 func (x *CronTrainJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[3]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +405,7 @@ func (x *CronTrainJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronTrainJobStatus.ProtoReflect.Descriptor instead.
 func (*CronTrainJobStatus) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{3}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CronTrainJobStatus) GetActive() []string {
@@ -458,7 +458,7 @@ type NewCronTrainJob struct {
 
 func (x *NewCronTrainJob) Reset() {
 	*x = NewCronTrainJob{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[4]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +470,7 @@ func (x *NewCronTrainJob) String() string {
 func (*NewCronTrainJob) ProtoMessage() {}
 
 func (x *NewCronTrainJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[4]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +483,7 @@ func (x *NewCronTrainJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewCronTrainJob.ProtoReflect.Descriptor instead.
 func (*NewCronTrainJob) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{4}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NewCronTrainJob) GetName() string {
@@ -535,7 +535,7 @@ type CreateCronTrainJobRequest struct {
 
 func (x *CreateCronTrainJobRequest) Reset() {
 	*x = CreateCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[5]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +547,7 @@ func (x *CreateCronTrainJobRequest) String() string {
 func (*CreateCronTrainJobRequest) ProtoMessage() {}
 
 func (x *CreateCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[5]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +560,7 @@ func (x *CreateCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{5}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateCronTrainJobRequest) GetNamespace() string {
@@ -640,7 +640,7 @@ type CreateCronTrainJobResponse struct {
 
 func (x *CreateCronTrainJobResponse) Reset() {
 	*x = CreateCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[6]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +652,7 @@ func (x *CreateCronTrainJobResponse) String() string {
 func (*CreateCronTrainJobResponse) ProtoMessage() {}
 
 func (x *CreateCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[6]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +665,7 @@ func (x *CreateCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*CreateCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{6}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateCronTrainJobResponse) GetCronTrainJob() *CronTrainJob {
@@ -708,7 +708,7 @@ type GetCronTrainJobRequest struct {
 
 func (x *GetCronTrainJobRequest) Reset() {
 	*x = GetCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[7]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +720,7 @@ func (x *GetCronTrainJobRequest) String() string {
 func (*GetCronTrainJobRequest) ProtoMessage() {}
 
 func (x *GetCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[7]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +733,7 @@ func (x *GetCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*GetCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{7}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetCronTrainJobRequest) GetNamespace() string {
@@ -767,7 +767,7 @@ type GetCronTrainJobResponse struct {
 
 func (x *GetCronTrainJobResponse) Reset() {
 	*x = GetCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[8]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +779,7 @@ func (x *GetCronTrainJobResponse) String() string {
 func (*GetCronTrainJobResponse) ProtoMessage() {}
 
 func (x *GetCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[8]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +792,7 @@ func (x *GetCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*GetCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{8}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetCronTrainJobResponse) GetCronTrainJob() *CronTrainJob {
@@ -821,7 +821,7 @@ type ListCronTrainJobsRequest struct {
 
 func (x *ListCronTrainJobsRequest) Reset() {
 	*x = ListCronTrainJobsRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[9]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +833,7 @@ func (x *ListCronTrainJobsRequest) String() string {
 func (*ListCronTrainJobsRequest) ProtoMessage() {}
 
 func (x *ListCronTrainJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[9]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +846,7 @@ func (x *ListCronTrainJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronTrainJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronTrainJobsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{9}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListCronTrainJobsRequest) GetNamespace() string {
@@ -880,7 +880,7 @@ type ListCronTrainJobsResponse struct {
 
 func (x *ListCronTrainJobsResponse) Reset() {
 	*x = ListCronTrainJobsResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[10]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +892,7 @@ func (x *ListCronTrainJobsResponse) String() string {
 func (*ListCronTrainJobsResponse) ProtoMessage() {}
 
 func (x *ListCronTrainJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[10]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +905,7 @@ func (x *ListCronTrainJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronTrainJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronTrainJobsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{10}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCronTrainJobsResponse) GetCronTrainJobs() []*CronTrainJob {
@@ -925,7 +925,7 @@ type SuspendCronTrainJobRequest struct {
 
 func (x *SuspendCronTrainJobRequest) Reset() {
 	*x = SuspendCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[11]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +937,7 @@ func (x *SuspendCronTrainJobRequest) String() string {
 func (*SuspendCronTrainJobRequest) ProtoMessage() {}
 
 func (x *SuspendCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[11]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +950,7 @@ func (x *SuspendCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*SuspendCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{11}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SuspendCronTrainJobRequest) GetNamespace() string {
@@ -976,7 +976,7 @@ type SuspendCronTrainJobResponse struct {
 
 func (x *SuspendCronTrainJobResponse) Reset() {
 	*x = SuspendCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[12]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +988,7 @@ func (x *SuspendCronTrainJobResponse) String() string {
 func (*SuspendCronTrainJobResponse) ProtoMessage() {}
 
 func (x *SuspendCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[12]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1001,7 @@ func (x *SuspendCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*SuspendCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{12}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SuspendCronTrainJobResponse) GetCronTrainJob() *CronTrainJob {
@@ -1021,7 +1021,7 @@ type ResumeCronTrainJobRequest struct {
 
 func (x *ResumeCronTrainJobRequest) Reset() {
 	*x = ResumeCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[13]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1033,7 @@ func (x *ResumeCronTrainJobRequest) String() string {
 func (*ResumeCronTrainJobRequest) ProtoMessage() {}
 
 func (x *ResumeCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[13]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1046,7 @@ func (x *ResumeCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{13}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeCronTrainJobRequest) GetNamespace() string {
@@ -1072,7 +1072,7 @@ type ResumeCronTrainJobResponse struct {
 
 func (x *ResumeCronTrainJobResponse) Reset() {
 	*x = ResumeCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[14]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1084,7 @@ func (x *ResumeCronTrainJobResponse) String() string {
 func (*ResumeCronTrainJobResponse) ProtoMessage() {}
 
 func (x *ResumeCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[14]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1097,7 @@ func (x *ResumeCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{14}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeCronTrainJobResponse) GetCronTrainJob() *CronTrainJob {
@@ -1119,7 +1119,7 @@ type TriggerCronTrainJobRequest struct {
 
 func (x *TriggerCronTrainJobRequest) Reset() {
 	*x = TriggerCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[15]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1131,7 @@ func (x *TriggerCronTrainJobRequest) String() string {
 func (*TriggerCronTrainJobRequest) ProtoMessage() {}
 
 func (x *TriggerCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[15]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1144,7 @@ func (x *TriggerCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{15}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TriggerCronTrainJobRequest) GetNamespace() string {
@@ -1180,7 +1180,7 @@ type TriggerCronTrainJobResponse struct {
 
 func (x *TriggerCronTrainJobResponse) Reset() {
 	*x = TriggerCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[16]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1192,7 @@ func (x *TriggerCronTrainJobResponse) String() string {
 func (*TriggerCronTrainJobResponse) ProtoMessage() {}
 
 func (x *TriggerCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[16]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1205,7 @@ func (x *TriggerCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{16}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TriggerCronTrainJobResponse) GetTrainJob() *TrainJob {
@@ -1234,7 +1234,7 @@ type DeleteCronTrainJobRequest struct {
 
 func (x *DeleteCronTrainJobRequest) Reset() {
 	*x = DeleteCronTrainJobRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[17]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1246,7 @@ func (x *DeleteCronTrainJobRequest) String() string {
 func (*DeleteCronTrainJobRequest) ProtoMessage() {}
 
 func (x *DeleteCronTrainJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[17]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1259,7 @@ func (x *DeleteCronTrainJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronTrainJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronTrainJobRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{17}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteCronTrainJobRequest) GetNamespace() string {
@@ -1291,7 +1291,7 @@ type DeleteCronTrainJobResponse struct {
 
 func (x *DeleteCronTrainJobResponse) Reset() {
 	*x = DeleteCronTrainJobResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[18]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1303,7 @@ func (x *DeleteCronTrainJobResponse) String() string {
 func (*DeleteCronTrainJobResponse) ProtoMessage() {}
 
 func (x *DeleteCronTrainJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[18]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1316,7 @@ func (x *DeleteCronTrainJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronTrainJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronTrainJobResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{18}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{18}
 }
 
 type ListCronTrainJobRunsRequest struct {
@@ -1329,7 +1329,7 @@ type ListCronTrainJobRunsRequest struct {
 
 func (x *ListCronTrainJobRunsRequest) Reset() {
 	*x = ListCronTrainJobRunsRequest{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[19]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1341,7 @@ func (x *ListCronTrainJobRunsRequest) String() string {
 func (*ListCronTrainJobRunsRequest) ProtoMessage() {}
 
 func (x *ListCronTrainJobRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[19]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1354,7 @@ func (x *ListCronTrainJobRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronTrainJobRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronTrainJobRunsRequest) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{19}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListCronTrainJobRunsRequest) GetNamespace() string {
@@ -1381,7 +1381,7 @@ type ListCronTrainJobRunsResponse struct {
 
 func (x *ListCronTrainJobRunsResponse) Reset() {
 	*x = ListCronTrainJobRunsResponse{}
-	mi := &file_kiln_v1_schedule_proto_msgTypes[20]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1393,7 @@ func (x *ListCronTrainJobRunsResponse) String() string {
 func (*ListCronTrainJobRunsResponse) ProtoMessage() {}
 
 func (x *ListCronTrainJobRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kiln_v1_schedule_proto_msgTypes[20]
+	mi := &file_kiln_v1_crontrainjob_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1406,7 @@ func (x *ListCronTrainJobRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronTrainJobRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronTrainJobRunsResponse) Descriptor() ([]byte, []int) {
-	return file_kiln_v1_schedule_proto_rawDescGZIP(), []int{20}
+	return file_kiln_v1_crontrainjob_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListCronTrainJobRunsResponse) GetTrainJobs() []*TrainJob {
@@ -1416,11 +1416,11 @@ func (x *ListCronTrainJobRunsResponse) GetTrainJobs() []*TrainJob {
 	return nil
 }
 
-var File_kiln_v1_schedule_proto protoreflect.FileDescriptor
+var File_kiln_v1_crontrainjob_proto protoreflect.FileDescriptor
 
-const file_kiln_v1_schedule_proto_rawDesc = "" +
+const file_kiln_v1_crontrainjob_proto_rawDesc = "" +
 	"\n" +
-	"\x16kiln/v1/schedule.proto\x12\akiln.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kiln/v1/trainjob.proto\"\x9e\x04\n" +
+	"\x1akiln/v1/crontrainjob.proto\x12\akiln.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kiln/v1/trainjob.proto\"\x9e\x04\n" +
 	"\fCronTrainJob\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -1547,24 +1547,24 @@ const file_kiln_v1_schedule_proto_rawDesc = "" +
 	"\x12ResumeCronTrainJob\x12\".kiln.v1.ResumeCronTrainJobRequest\x1a#.kiln.v1.ResumeCronTrainJobResponse\x12`\n" +
 	"\x13TriggerCronTrainJob\x12#.kiln.v1.TriggerCronTrainJobRequest\x1a$.kiln.v1.TriggerCronTrainJobResponse\x12]\n" +
 	"\x12DeleteCronTrainJob\x12\".kiln.v1.DeleteCronTrainJobRequest\x1a#.kiln.v1.DeleteCronTrainJobResponse\x12h\n" +
-	"\x14ListCronTrainJobRuns\x12$.kiln.v1.ListCronTrainJobRunsRequest\x1a%.kiln.v1.ListCronTrainJobRunsResponse\"\x03\x90\x02\x01B\x89\x01\n" +
-	"\vcom.kiln.v1B\rScheduleProtoP\x01Z.github.com/kiln-ml/kiln/api/gen/kiln/v1;kilnv1\xa2\x02\x03KXX\xaa\x02\aKiln.V1\xca\x02\aKiln\\V1\xe2\x02\x13Kiln\\V1\\GPBMetadata\xea\x02\bKiln::V1b\x06proto3"
+	"\x14ListCronTrainJobRuns\x12$.kiln.v1.ListCronTrainJobRunsRequest\x1a%.kiln.v1.ListCronTrainJobRunsResponse\"\x03\x90\x02\x01B\x8d\x01\n" +
+	"\vcom.kiln.v1B\x11CrontrainjobProtoP\x01Z.github.com/kiln-ml/kiln/api/gen/kiln/v1;kilnv1\xa2\x02\x03KXX\xaa\x02\aKiln.V1\xca\x02\aKiln\\V1\xe2\x02\x13Kiln\\V1\\GPBMetadata\xea\x02\bKiln::V1b\x06proto3"
 
 var (
-	file_kiln_v1_schedule_proto_rawDescOnce sync.Once
-	file_kiln_v1_schedule_proto_rawDescData []byte
+	file_kiln_v1_crontrainjob_proto_rawDescOnce sync.Once
+	file_kiln_v1_crontrainjob_proto_rawDescData []byte
 )
 
-func file_kiln_v1_schedule_proto_rawDescGZIP() []byte {
-	file_kiln_v1_schedule_proto_rawDescOnce.Do(func() {
-		file_kiln_v1_schedule_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kiln_v1_schedule_proto_rawDesc), len(file_kiln_v1_schedule_proto_rawDesc)))
+func file_kiln_v1_crontrainjob_proto_rawDescGZIP() []byte {
+	file_kiln_v1_crontrainjob_proto_rawDescOnce.Do(func() {
+		file_kiln_v1_crontrainjob_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kiln_v1_crontrainjob_proto_rawDesc), len(file_kiln_v1_crontrainjob_proto_rawDesc)))
 	})
-	return file_kiln_v1_schedule_proto_rawDescData
+	return file_kiln_v1_crontrainjob_proto_rawDescData
 }
 
-var file_kiln_v1_schedule_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kiln_v1_schedule_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
-var file_kiln_v1_schedule_proto_goTypes = []any{
+var file_kiln_v1_crontrainjob_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_kiln_v1_crontrainjob_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_kiln_v1_crontrainjob_proto_goTypes = []any{
 	(ConcurrencyPolicy)(0),               // 0: kiln.v1.ConcurrencyPolicy
 	(*CronTrainJob)(nil),                 // 1: kiln.v1.CronTrainJob
 	(*CronTrainJobSpec)(nil),             // 2: kiln.v1.CronTrainJobSpec
@@ -1598,7 +1598,7 @@ var file_kiln_v1_schedule_proto_goTypes = []any{
 	(*Condition)(nil),                    // 30: kiln.v1.Condition
 	(*TrainJob)(nil),                     // 31: kiln.v1.TrainJob
 }
-var file_kiln_v1_schedule_proto_depIdxs = []int32{
+var file_kiln_v1_crontrainjob_proto_depIdxs = []int32{
 	28, // 0: kiln.v1.CronTrainJob.create_time:type_name -> google.protobuf.Timestamp
 	22, // 1: kiln.v1.CronTrainJob.labels:type_name -> kiln.v1.CronTrainJob.LabelsEntry
 	23, // 2: kiln.v1.CronTrainJob.annotations:type_name -> kiln.v1.CronTrainJob.AnnotationsEntry
@@ -1647,14 +1647,14 @@ var file_kiln_v1_schedule_proto_depIdxs = []int32{
 	0,  // [0:25] is the sub-list for field type_name
 }
 
-func init() { file_kiln_v1_schedule_proto_init() }
-func file_kiln_v1_schedule_proto_init() {
-	if File_kiln_v1_schedule_proto != nil {
+func init() { file_kiln_v1_crontrainjob_proto_init() }
+func file_kiln_v1_crontrainjob_proto_init() {
+	if File_kiln_v1_crontrainjob_proto != nil {
 		return
 	}
 	file_kiln_v1_trainjob_proto_init()
-	file_kiln_v1_schedule_proto_msgTypes[1].OneofWrappers = []any{}
-	file_kiln_v1_schedule_proto_msgTypes[5].OneofWrappers = []any{
+	file_kiln_v1_crontrainjob_proto_msgTypes[1].OneofWrappers = []any{}
+	file_kiln_v1_crontrainjob_proto_msgTypes[5].OneofWrappers = []any{
 		(*CreateCronTrainJobRequest_CronTrainJob)(nil),
 		(*CreateCronTrainJobRequest_Manifest)(nil),
 	}
@@ -1662,18 +1662,18 @@ func file_kiln_v1_schedule_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_schedule_proto_rawDesc), len(file_kiln_v1_schedule_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kiln_v1_crontrainjob_proto_rawDesc), len(file_kiln_v1_crontrainjob_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_kiln_v1_schedule_proto_goTypes,
-		DependencyIndexes: file_kiln_v1_schedule_proto_depIdxs,
-		EnumInfos:         file_kiln_v1_schedule_proto_enumTypes,
-		MessageInfos:      file_kiln_v1_schedule_proto_msgTypes,
+		GoTypes:           file_kiln_v1_crontrainjob_proto_goTypes,
+		DependencyIndexes: file_kiln_v1_crontrainjob_proto_depIdxs,
+		EnumInfos:         file_kiln_v1_crontrainjob_proto_enumTypes,
+		MessageInfos:      file_kiln_v1_crontrainjob_proto_msgTypes,
 	}.Build()
-	File_kiln_v1_schedule_proto = out.File
-	file_kiln_v1_schedule_proto_goTypes = nil
-	file_kiln_v1_schedule_proto_depIdxs = nil
+	File_kiln_v1_crontrainjob_proto = out.File
+	file_kiln_v1_crontrainjob_proto_goTypes = nil
+	file_kiln_v1_crontrainjob_proto_depIdxs = nil
 }
