@@ -52,7 +52,7 @@ func (s *TrainJobs) StreamLogs(ctx context.Context, req *connect.Request[kilnv1.
 	if n := m.SinceSeconds; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("since_seconds"), *n, "must be at least 1"))
 	}
-	errs = append(errs, validateKept(m)...)
+	errs = append(errs, validateAttemptLogs(m)...)
 	if len(errs) > 0 {
 		return invalid(errs)
 	}
@@ -70,7 +70,7 @@ func (s *TrainJobs) StreamLogs(ctx context.Context, req *connect.Request[kilnv1.
 	go func() {
 		switch {
 		case m.Attempt != nil || m.GetPrevious():
-			done <- l.kept(ctx)
+			done <- l.streamAttemptLogs(ctx)
 		case m.GetFollow():
 			done <- l.follow(ctx)
 		default:

@@ -30,15 +30,15 @@ import (
 // identity once the caller may read the job's pod logs (get pods/log in its namespace), so a
 // user needs no access to ConfigMaps.
 
-// keptLog is one kept log, with the step it belongs to.
-type keptLog struct {
+// attemptLog is one kept log, with the step it belongs to.
+type attemptLog struct {
 	*kiln.AttemptLog
 	key  view.StepKey
 	step string
 }
 
-// validateKept checks what a request for kept logs may combine.
-func validateKept(m *kilnv1.StreamLogsRequest) field.ErrorList {
+// validateAttemptLogs checks what a request for kept logs may combine.
+func validateAttemptLogs(m *kilnv1.StreamLogsRequest) field.ErrorList {
 	var errs field.ErrorList
 	if m.Attempt != nil && *m.Attempt < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("attempt"), *m.Attempt, "must be 0 or more (the first attempt is 0)"))
@@ -52,8 +52,8 @@ func validateKept(m *kilnv1.StreamLogsRequest) field.ErrorList {
 	return errs
 }
 
-// kept streams the kept logs of the asked attempt, step after step.
-func (l *logStreamer) kept(ctx context.Context) error {
+// streamAttemptLogs streams the attempt logs of the asked attempt, step after step.
+func (l *logStreamer) streamAttemptLogs(ctx context.Context) error {
 	attrs := kube.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: l.tj.Namespace}
 	ok, reason, err := l.s.kube.Authorizer.Allowed(ctx, attrs)
 	if err != nil {
@@ -62,7 +62,7 @@ func (l *logStreamer) kept(ctx context.Context) error {
 	if !ok {
 		return denied(caller(ctx), attrs.String(), reason)
 	}
-	logs, err := l.keptLogs(ctx)
+	logs, err := l.attemptLogs(ctx)
 	if err != nil {
 		return err
 	}
@@ -169,13 +169,13 @@ func (s *TrainJobs) keptAttempts(ctx context.Context, tj *trainer.TrainJob) []in
 	return out
 }
 
-// keptLogs reads the job's kept logs, ordered by attempt, then step, then when kept.
-func (l *logStreamer) keptLogs(ctx context.Context) ([]keptLog, error) {
+// attemptLogs reads the job's kept logs, ordered by attempt, then step, then when kept.
+func (l *logStreamer) attemptLogs(ctx context.Context) ([]attemptLog, error) {
 	cms, err := l.s.keptConfigMaps(ctx, l.tj)
 	if err != nil {
 		return nil, toConnect(l.what+": reading the kept logs", err)
 	}
-	var out []keptLog
+	var out []attemptLog
 	multiJob := map[string]bool{}
 	for i := range cms {
 		cm := &cms[i]
@@ -190,19 +190,19 @@ func (l *logStreamer) keptLogs(ctx context.Context) ([]keptLog, error) {
 		if key.JobIndex > 0 {
 			multiJob[key.ReplicatedJob] = true
 		}
-		out = append(out, keptLog{AttemptLog: log, key: key})
+		out = append(out, attemptLog{AttemptLog: log, key: key})
 	}
 	for i := range out {
 		out[i].step = out[i].key.Name(multiJob[out[i].key.ReplicatedJob])
 	}
-	slices.SortFunc(out, func(a, b keptLog) int {
+	slices.SortFunc(out, func(a, b attemptLog) int {
 		return cmp.Or(cmp.Compare(a.Attempt, b.Attempt), view.CompareSteps(a.key, b.key), a.CapturedAt.Compare(b.CapturedAt.Time))
 	})
 	return out, nil
 }
 
 // emit sends a kept log's lines (its last tail_lines, when asked).
-func (l *logStreamer) emit(ctx context.Context, k keptLog) error {
+func (l *logStreamer) emit(ctx context.Context, k attemptLog) error {
 	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(k.Text))
 	sc.Buffer(make([]byte, 0, 64<<10), kiln.AttemptLogBytes)
