@@ -49,7 +49,8 @@ func run(rootFlag string, o chaos.Options, report bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := platform.DefaultConfig(root)
-	cfg.RealNodes = 0 // the jobs run on the KWOK fleet
+	cfg.RealNodes = 0             // the jobs run on the KWOK fleet
+	cfg.SimulatedProgress = false // the run counts the operator's writes, not a simulation's
 	cfg.Install = platform.InstallProcesses
 	logPath := filepath.Join(cfg.StateDir, "..", "chaos-platform.log")
 	plog, err := os.Create(logPath)

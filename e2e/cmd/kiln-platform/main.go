@@ -8,6 +8,7 @@
 //	kiln-platform leftovers   list what the real node left on this machine (none after down)
 //	kiln-platform forward --listen ADDR --to ADDR
 //	                          relay TCP connections (run by `up` for the real node's pods)
+//	kiln-platform sim-trainer report progress for KWOK's pods (run by `up`)
 package main
 
 import (
@@ -79,6 +80,8 @@ func run() error {
 		fmt.Println(p.NextSteps())
 	case "down":
 		return p.Down(ctx)
+	case "sim-trainer":
+		return p.RunSimTrainer(ctx)
 	case "status":
 		if !p.Status(ctx) {
 			os.Exit(3)

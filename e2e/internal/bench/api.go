@@ -109,6 +109,7 @@ func RunAPI(ctx context.Context, o APIOptions) error {
 func freshPlatform(ctx context.Context, o APIOptions, name string) (*platform.Platform, func(), error) {
 	cfg := platform.DefaultConfig(o.Root)
 	cfg.RealNodes = 0 // the API server's figures are about the API, on the KWOK fleet
+	cfg.SimulatedProgress = false
 	logs := filepath.Join(cfg.StateDir, "..", "bench")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, nil, err

@@ -188,6 +188,8 @@ func (e *env) logf(format string, args ...any) {
 func start(ctx context.Context, o Options, tr platform.Trainer, name string, audit bool, tweaks ...func(*platform.Config)) (*env, func(), error) {
 	cfg := platform.DefaultConfig(o.Root)
 	cfg.Trainer, cfg.Controller, cfg.PodsPerNode, cfg.WithoutKilnAPIServer, cfg.WithoutTracing = tr, o.Budget, o.PodsPerNode, true, true
+	// The bench's own trainers report where a scenario measures progress; nothing else may.
+	cfg.SimulatedProgress = false
 	// The scenarios run on the KWOK fleet; a real node would only take the apiserver's time,
 	// and so would the topology-aware pool (make bench-placement measures it): Kueue's TAS
 	// follows every pod's node (docs/performance.md, "Creating 1,000 JobSets").

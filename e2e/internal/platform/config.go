@@ -90,6 +90,9 @@ type Config struct {
 	WithoutKilnAPIServer bool
 	// WithoutTracing exports no traces (the benchmarks: they measure the controllers alone).
 	WithoutTracing bool
+	// SimulatedProgress runs the simulated trainer (simtrainer.go), which reports progress
+	// for KWOK's pods; off for the benchmarks, whose writes it would add to.
+	SimulatedProgress bool
 	// Workers is how many worker clusters run beside this one, which is then their
 	// MultiKueue manager (multicluster.go).
 	Workers int
@@ -146,41 +149,42 @@ const (
 func DefaultConfig(root string) Config {
 	bin := filepath.Join(root, "bin")
 	return Config{
-		Root:             root,
-		BinDir:           bin,
-		StateDir:         filepath.Join(bin, "platform"),
-		ClusterName:      "kiln",
-		APIServerPort:    16443,
-		JobSetWebhook:    19443,
-		JobSetHealth:     18081,
-		KueueWebhook:     19444,
-		KueueHealth:      18082,
-		OperatorHealth:   18084,
-		OperatorWebhook:  19445,
-		OperatorMetrics:  18085,
-		OperatorPprof:    18086,
-		OperatorStatus:   19446,
-		KilnAPIPort:      18090,
-		KilnAPITLSPort:   18443,
-		KilnAPIPprof:     18087,
-		OTLPPort:         18318,
-		RegistryPort:     18500,
-		GPUNodes:         4,
-		RealNodes:        1,
-		GPUsPerNode:      8,
-		SpotNodes:        2,
-		TASBlocks:        2,
-		TASRacksPerBlock: 2,
-		TASNodesPerRack:  4,
-		PodsPerNode:      110,
-		NodeCPU:          "32",
-		NodeMemory:       "256Gi",
-		GPUProduct:       "NVIDIA-H100-80GB-HBM3",
-		PodRunDuration:   2 * time.Second,
-		ComponentTimeout: 90 * time.Second,
-		Trainer:          TrainerKiln,
-		Install:          InstallProcesses,
-		Controller:       ControllerBudget{QPS: 50, Burst: 100, Concurrency: 32},
+		Root:              root,
+		BinDir:            bin,
+		StateDir:          filepath.Join(bin, "platform"),
+		ClusterName:       "kiln",
+		APIServerPort:     16443,
+		JobSetWebhook:     19443,
+		JobSetHealth:      18081,
+		KueueWebhook:      19444,
+		KueueHealth:       18082,
+		OperatorHealth:    18084,
+		OperatorWebhook:   19445,
+		OperatorMetrics:   18085,
+		OperatorPprof:     18086,
+		OperatorStatus:    19446,
+		KilnAPIPort:       18090,
+		KilnAPITLSPort:    18443,
+		KilnAPIPprof:      18087,
+		OTLPPort:          18318,
+		RegistryPort:      18500,
+		GPUNodes:          4,
+		RealNodes:         1,
+		GPUsPerNode:       8,
+		SpotNodes:         2,
+		TASBlocks:         2,
+		TASRacksPerBlock:  2,
+		TASNodesPerRack:   4,
+		PodsPerNode:       110,
+		NodeCPU:           "32",
+		NodeMemory:        "256Gi",
+		GPUProduct:        "NVIDIA-H100-80GB-HBM3",
+		PodRunDuration:    2 * time.Second,
+		ComponentTimeout:  90 * time.Second,
+		Trainer:           TrainerKiln,
+		Install:           InstallProcesses,
+		SimulatedProgress: true,
+		Controller:        ControllerBudget{QPS: 50, Burst: 100, Concurrency: 32},
 	}
 }
 
@@ -235,6 +239,13 @@ func (c Config) FromEnv() (Config, error) {
 			return c, fmt.Errorf("%s=%q: want a duration such as 2s or 1m", EnvPodRunDuration, v)
 		}
 		c.PodRunDuration = d
+	}
+	switch v := os.Getenv(EnvSimulatedProgress); v {
+	case "", "1":
+	case "0":
+		c.SimulatedProgress = false
+	default:
+		return c, fmt.Errorf("%s=%q: want 1 (KWOK pods report progress) or 0 (they do not)", EnvSimulatedProgress, v)
 	}
 	return c, nil
 }

@@ -84,6 +84,11 @@ func (p *Platform) Up(ctx context.Context) error {
 	if err := p.waitNodesReady(ctx, cs); err != nil {
 		return err
 	}
+	if p.runsSimTrainer() {
+		if err := p.simTrainerUp(); err != nil {
+			return err
+		}
+	}
 	if p.Workers > 0 {
 		if err := p.workersUp(ctx, cs); err != nil {
 			return err
@@ -176,7 +181,7 @@ func (p *Platform) clients() (*cluster.Clients, error) {
 // Down stops every process Up started and deletes the cluster's state.
 func (p *Platform) Down(ctx context.Context) error {
 	errs := []error{p.workersDown(ctx)}
-	procs := append([]Process{p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess(), p.RegistryProcess()}, p.chart().Forwards("")...)
+	procs := append([]Process{p.SimTrainerProcess(), p.APIServerProcess(), p.OperatorProcess(), p.UpstreamProcess(), p.RegistryProcess()}, p.chart().Forwards("")...)
 	for _, proc := range append(procs, p.addons().Processes()...) {
 		if err := proc.StopReporting(p.Out); err != nil {
 			errs = append(errs, err)
@@ -242,6 +247,9 @@ func (p *Platform) Status(ctx context.Context) bool {
 	}
 	if !p.IsWorker() {
 		procs = append(procs, p.RegistryProcess())
+	}
+	if p.runsSimTrainer() {
+		procs = append(procs, p.SimTrainerProcess())
 	}
 	if p.RealNodes > 0 {
 		procs = append(procs, p.realNode(p.Out).Processes()...)

@@ -74,7 +74,8 @@ func kilnCLIWith(env []string, stdin string, args ...string) (string, string, in
 }
 
 // simulatedJob is a TrainJob named name whose simulated training pods run for duration
-// (sim.kiln.dev/duration) on the local platform, with these labels.
+// (sim.kiln.dev/duration) on the local platform, with these labels; the specs report its
+// progress themselves, if at all, so the simulated trainer stays out (sim.kiln.dev/progress).
 func simulatedJob(name, duration, labels string) string {
 	return fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
@@ -95,7 +96,7 @@ spec:
               spec:
                 template:
                   metadata:
-                    annotations: {sim.kiln.dev/duration: %s}
+                    annotations: {sim.kiln.dev/duration: %s, sim.kiln.dev/progress: "off"}
 `, name, labels, duration)
 }
 

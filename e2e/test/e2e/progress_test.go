@@ -149,6 +149,40 @@ func progressSpecs() {
 	})
 }
 
+// The first jobs a newcomer runs (the README's, the quickstart's) run on KWOK, whose pods
+// run no code: the platform's simulated trainer reports for them, so that progress and a
+// loss curve show on the first try.
+var _ = Describe("A simulated job's progress", func() {
+	It("shows the README's first job reporting its steps and a falling loss", func(ctx context.Context) {
+		if os.Getenv(platform.EnvInstall) == string(platform.InstallChart) {
+			Skip("the simulated trainer runs with Kiln as processes (make up)")
+		}
+		ns := newNamespace(ctx, "first")
+		tj := torchJob(ns, "first-trainjob", 2).Image("docker.io/my-training-image:latest").Obj()
+		Expect(k8s.Create(ctx, tj)).To(Succeed())
+		waitCondition(ctx, ns, tj.Name, trainer.TrainJobComplete, metav1.ConditionTrue, "")
+		Eventually(ctx, func(g Gomega) {
+			got := getTrainJob(ctx, g, ns, tj.Name)
+			g.Expect(got.Status.TrainerStatus).NotTo(BeNil(), "the simulated trainer's reports")
+			g.Expect(got.Status.TrainerStatus.ProgressPercentage).To(HaveValue(BeNumerically(">", 0)))
+			h := &kiln.TrainJobMetrics{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tj), h)).To(Succeed())
+			var loss []float64
+			for _, series := range h.Series {
+				if series.Name == "loss" {
+					for _, v := range series.Values {
+						f, err := strconv.ParseFloat(v, 64)
+						g.Expect(err).NotTo(HaveOccurred())
+						loss = append(loss, f)
+					}
+				}
+			}
+			g.Expect(len(loss)).To(BeNumerically(">=", 2), "a curve, not a point")
+			g.Expect(loss[len(loss)-1]).To(BeNumerically("<", loss[0]), "the loss falls")
+		}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	})
+})
+
 // Serial: it restarts the operator, which every other spec relies on.
 var _ = Describe("Progress across an operator restart", Serial, func() {
 	It("keeps a job's history, and every report it answered, across a graceful restart", func(ctx context.Context) {
@@ -158,7 +192,8 @@ var _ = Describe("Progress across an operator restart", Serial, func() {
 		}
 		p := &platform.Platform{Config: platform.DefaultConfig(root), Out: GinkgoWriter}
 		ns := newNamespace(ctx, "history")
-		tj := torchJob(ns, "curve", 1).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s"})).Obj()
+		// It reports itself: the simulated trainer stays out.
+		tj := torchJob(ns, "curve", 1).RuntimePatch(podPatch("node", map[string]string{annDuration: "300s", platform.AnnotationSimProgress: "off"})).Obj()
 		Expect(k8s.Create(ctx, tj)).To(Succeed())
 		report := statusReporter(ctx, p, ns, tj.Name)
 		history := func(g Gomega) []int64 {
