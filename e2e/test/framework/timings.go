@@ -33,8 +33,15 @@ func ReportSpecTimes(r ginkgo.Report) error {
 	return f.Close()
 }
 
-// PrintSpecTimes writes where a suite's time went: every spec that ran, longest first,
-// with its labels and outcome, then the totals. Suites call it from ReportAfterSuite, so
+// SlowSpec is how long a spec may take without saying why ("slow: <reason>" in its text):
+// the suites' time is CI's budget.
+const SlowSpec = time.Minute
+
+// slowestShown is how many of the slowest specs the report lists.
+const slowestShown = 20
+
+// PrintSpecTimes writes where a suite's time went: the totals, the 20 slowest specs with
+// their labels and outcome, those over SlowSpec that do not say why, then the failures. Suites call it from ReportAfterSuite, so
 // CI's log shows which spec to look at when the budget tightens.
 func PrintSpecTimes(w io.Writer, r ginkgo.Report) {
 	type row struct {
@@ -53,14 +60,25 @@ func PrintSpecTimes(w io.Writer, r ginkgo.Report) {
 		inSpecs += s.RunTime
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.d, a.d) })
-	fmt.Fprintf(w, "\n%s: %d specs ran in %s (%s in specs, the rest in suite setup and cleanup)\n",
-		r.SuiteDescription, len(rows), r.RunTime.Round(time.Second), inSpecs.Round(time.Second))
-	for _, x := range rows {
+	fmt.Fprintf(w, "\n%s: %d specs ran in %s (%s in specs, the rest in suite setup and cleanup); the %d slowest:\n",
+		r.SuiteDescription, len(rows), r.RunTime.Round(time.Second), inSpecs.Round(time.Second), min(len(rows), slowestShown))
+	var unexplained []string
+	for i, x := range rows {
+		if x.d > SlowSpec && !strings.Contains(strings.ToLower(x.name), "slow:") {
+			unexplained = append(unexplained, fmt.Sprintf("%7.1fs  %s", x.d.Seconds(), x.name))
+		}
+		if i >= slowestShown {
+			continue
+		}
 		labels := ""
 		if len(x.labels) > 0 {
 			labels = " [" + strings.Join(x.labels, ",") + "]"
 		}
 		fmt.Fprintf(w, "%7.1fs  %-7s %s%s\n", x.d.Seconds(), x.state, x.name, labels)
+	}
+	if len(unexplained) > 0 {
+		fmt.Fprintf(w, "\nOver %s without saying why (put \"slow: <reason>\" in the spec's description, or make it faster):\n%s\n",
+			SlowSpec, strings.Join(unexplained, "\n"))
 	}
 	printFailures(w, r)
 }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ func TestPrintSpecTimesEndsWithEachFailure(t *testing.T) {
 		"suite: 3 specs ran",
 		"FAILED fails\n  at dispatch_test.go:87\n  Timed out after 300s.\n  conditions [Complete=False]\n",
 		"TIMEDOUT huge", "… (10 more bytes)",
+		"Over 1m0s without saying why", "300.0s  fails",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -37,6 +39,25 @@ func TestPrintSpecTimesEndsWithEachFailure(t *testing.T) {
 	}
 	if i, j := strings.Index(out, "passes"), strings.Index(out, "FAILED fails"); i < 0 || j < i {
 		t.Errorf("the failures do not come after the times:\n%s", out)
+	}
+}
+
+func TestPrintSpecTimesListsTheSlowestAndAcceptsASlowSpecThatSaysWhy(t *testing.T) {
+	r := ginkgo.Report{SuiteDescription: "suite", RunTime: time.Hour}
+	for i := range 25 {
+		r.SpecReports = append(r.SpecReports, types.SpecReport{LeafNodeType: types.NodeTypeIt, LeafNodeText: fmt.Sprintf("spec %02d", i),
+			State: types.SpecStatePassed, RunTime: time.Duration(i) * time.Second})
+	}
+	r.SpecReports = append(r.SpecReports, types.SpecReport{LeafNodeType: types.NodeTypeIt, LeafNodeText: "trains for real; slow: DDP on the real node",
+		State: types.SpecStatePassed, RunTime: 2 * time.Minute})
+	var b strings.Builder
+	PrintSpecTimes(&b, r)
+	out := b.String()
+	if !strings.Contains(out, "26 specs ran") || !strings.Contains(out, "the 20 slowest") || !strings.Contains(out, "spec 24") || strings.Contains(out, "spec 05") {
+		t.Errorf("want the 20 slowest of 26 listed:\n%s", out)
+	}
+	if strings.Contains(out, "without saying why") {
+		t.Errorf("a slow spec that says why is listed as not saying it:\n%s", out)
 	}
 }
 
