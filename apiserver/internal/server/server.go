@@ -64,11 +64,19 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 	s := &Server{stop: make(chan struct{})}
 	jobs := service.NewTrainJobs(k, s.stop)
 	mux := http.NewServeMux()
-	mux.Handle(kilnv1connect.NewTrainJobServiceHandler(jobs, opts...))
-	mux.Handle(kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...))
-	mux.Handle(kilnv1connect.NewQueueServiceHandler(service.NewQueues(k, jobs), opts...))
-	mux.Handle(kilnv1connect.NewServerServiceHandler(service.NewServerInfo(k), opts...))
-	mux.Handle(kilnv1connect.NewCronTrainJobServiceHandler(service.NewCronTrainJobs(k, jobs), opts...))
+	// Each call's caller is authenticated before its body is read (auth.BeforeBody).
+	for _, h := range []func() (string, http.Handler){
+		func() (string, http.Handler) { return kilnv1connect.NewTrainJobServiceHandler(jobs, opts...) },
+		func() (string, http.Handler) { return kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...) },
+		func() (string, http.Handler) { return kilnv1connect.NewQueueServiceHandler(service.NewQueues(k, jobs), opts...) },
+		func() (string, http.Handler) { return kilnv1connect.NewServerServiceHandler(service.NewServerInfo(k), opts...) },
+		func() (string, http.Handler) {
+			return kilnv1connect.NewCronTrainJobServiceHandler(service.NewCronTrainJobs(k, jobs), opts...)
+		},
+	} {
+		path, handler := h()
+		mux.Handle(path, authInt.BeforeBody(handler))
+	}
 
 	names := []string{
 		kilnv1connect.TrainJobServiceName, kilnv1connect.RuntimeServiceName,

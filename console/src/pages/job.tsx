@@ -20,6 +20,8 @@ function addPoints(into: Map<string, Series>, series: v1.MetricSeries[], replace
     const prev = out.get(s.name);
     const cur: Series = replace || !prev ? { xs: [], ys: [], byStep } : { xs: [...prev.xs], ys: [...prev.ys], byStep: prev.byStep };
     for (const p of s.points) {
+      // NaN and infinities cannot be plotted: one would blank the chart's scale.
+      if (!Number.isFinite(p.value)) continue;
       const x = cur.byStep && p.step !== undefined ? Number(p.step) : seconds(p.time);
       // In order of x, once each: the history read again fills in what the live points skipped.
       let i = cur.xs.length;

@@ -1,6 +1,7 @@
 package statusserver
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +39,8 @@ func reportOf(ts *trainer.TrainerStatus) report {
 		}
 		v := strings.TrimSpace(m.Value)
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			continue
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			continue // a curve has finite points only; the status keeps the value as sent
 		}
 		if len(v) > maxValueLength {
 			v = strconv.FormatFloat(f, 'g', 10, 64)

@@ -63,7 +63,8 @@ func TestFoldBoundsAndSpreadsTheHistory(t *testing.T) {
 func TestFoldKeepsNumbersOnly(t *testing.T) {
 	h := &kiln.TrainJobMetrics{}
 	long := "0.12345678901234567890123456789012345"
-	fold(h, []report{reportOf(status(t0, "loss", " 0.5 ", "phase", "warmup", "checkpoint_path", "/ckpt/step-1", "acc", long, "epoch", "1.5"))})
+	fold(h, []report{reportOf(status(t0, "loss", " 0.5 ", "phase", "warmup", "checkpoint_path", "/ckpt/step-1", "acc", long, "epoch", "1.5",
+		"grad_norm", "NaN", "lr", "+Inf", "kl", "-infinity"))})
 	got := map[string]string{}
 	for _, s := range h.Series {
 		got[s.Name] = s.Values[0]

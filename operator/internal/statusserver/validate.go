@@ -8,16 +8,18 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 )
 
 // decode reads an UpdateTrainJobStatusRequest. Fields it does not know are ignored, as
 // upstream's server ignores them (a newer client may send more), and returned so that the
-// answer can warn about them: a misspelt field is not silently lost.
+// answer can warn about them: a misspelt field is not silently lost. Names match exactly,
+// as the apiserver matches them ("TRAINERSTATUS" is an unknown field, not trainerStatus).
 func decode(body []byte) (*trainer.UpdateTrainJobStatusRequest, []string, error) {
 	req := &trainer.UpdateTrainJobStatusRequest{}
-	if err := json.Unmarshal(body, req); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			return nil, nil, fmt.Errorf("%s: Invalid value: a JSON %s: must be a %s", typeErr.Field, typeErr.Value, typeErr.Type)

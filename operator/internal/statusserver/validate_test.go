@@ -50,4 +50,15 @@ func TestDecodeWarnsAboutUnknownFields(t *testing.T) {
 	if _, _, err := decode([]byte(`{"trainerStatus": {"progressPercentage": "half"}}`)); err == nil || !strings.Contains(err.Error(), "trainerStatus.progressPercentage") {
 		t.Errorf("a string percentage: %v", err)
 	}
+	// Names match exactly: a field in other letters is unknown, warned about, and not applied.
+	req, unknown, err = decode([]byte(`{"TRAINERSTATUS": {"progressPercentage": 7}, "trainerStatus": {"ProgressPercentage": 8}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(unknown); got != "[TRAINERSTATUS trainerStatus.ProgressPercentage]" {
+		t.Errorf("unknown %s", got)
+	}
+	if req.TrainerStatus == nil || req.TrainerStatus.ProgressPercentage != nil {
+		t.Errorf("a field in other letters was applied: %+v", req.TrainerStatus)
+	}
 }
