@@ -25,7 +25,15 @@ func NewDescription(width int) *Description {
 // Field writes "name: value"; an empty value writes nothing.
 func (d *Description) Field(name, value string) {
 	if value != "" {
-		fmt.Fprintf(d, "%-*s%s\n", d.width, name+":", value)
+		fmt.Fprintf(d, "%-*s%s\n", d.width, name+":", Safe(value))
+	}
+}
+
+// ColoredField writes "name: value rest" with value coloured by color (Kiln's own escape
+// codes, on a terminal); value and rest are made Safe first.
+func (d *Description) ColoredField(name, value string, color func(string) string, rest string) {
+	if value != "" {
+		fmt.Fprintf(d, "%-*s%s%s\n", d.width, name+":", color(Safe(value)), Safe(rest))
 	}
 }
 
@@ -40,9 +48,9 @@ func (d *Description) SubField(name string, lines ...string) {
 	if len(lines) == 0 || lines[0] == "" {
 		return
 	}
-	fmt.Fprintf(d, "  %-*s%s\n", d.width-2, name+":", lines[0])
+	fmt.Fprintf(d, "  %-*s%s\n", d.width-2, Safe(name)+":", Safe(lines[0]))
 	for _, l := range lines[1:] {
-		fmt.Fprintf(d, "%*s%s\n", d.width, "", l)
+		fmt.Fprintf(d, "%*s%s\n", d.width, "", Safe(l))
 	}
 }
 

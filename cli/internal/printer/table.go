@@ -43,7 +43,7 @@ func NewTable(io *iostreams.IOStreams, header ...string) *Table {
 func (t *Table) Row(cells ...string) {
 	r := make([]cell, len(cells))
 	for i, c := range cells {
-		r[i] = cell{text: c}
+		r[i] = cell{text: Safe(c)}
 	}
 	t.rows = append(t.rows, r)
 }
@@ -52,7 +52,7 @@ func (t *Table) Row(cells ...string) {
 func (t *Table) ColoredRow(cells []string, colors []func(string) string) {
 	r := make([]cell, len(cells))
 	for i, c := range cells {
-		r[i] = cell{text: c}
+		r[i] = cell{text: Safe(c)}
 		if i < len(colors) {
 			r[i].color = colors[i]
 		}

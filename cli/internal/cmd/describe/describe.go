@@ -126,11 +126,11 @@ func Describe(io *iostreams.IOStreams, now time.Time, j *kilnv1.TrainJob, more R
 	}
 	d.WriteString("\n")
 
-	state := printer.StateColor(io, st.GetState())(printer.JobState(st))
+	reason := ""
 	if st.GetReason() != "" {
-		state += " (" + st.GetReason() + ")"
+		reason = " (" + st.GetReason() + ")"
 	}
-	d.Field("State", state)
+	d.ColoredField("State", printer.JobState(st), printer.StateColor(io, st.GetState()), reason)
 	d.Field("Message", st.GetMessage())
 	if q := st.GetQueue(); q != nil || sp.GetQueue() != "" {
 		queue := cmp.Or(q.GetLocalQueue(), sp.GetQueue())

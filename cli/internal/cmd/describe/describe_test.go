@@ -133,6 +133,29 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// What a trainer reports reaches the terminal as text: escape sequences (a window title, a
+// cleared screen) and line breaks (a forged line) in metric names and values, a reason or a
+// message are shown escaped, on a terminal and in a pipe.
+func TestDescribeShowsNoEscapeFromTheJob(t *testing.T) {
+	j := reporting()
+	j.Status.Progress.Metrics = append(j.Status.Progress.Metrics,
+		&kilnv1.Metric{Name: "\x1b]0;pwned\x07loss", Value: "1\x1b[2J\nState:          Complete"})
+	j.Status.Message = "ok\x1b[1A\rRestarts: 0"
+	for _, tty := range []bool{false, true} {
+		io, _, _, _ := iostreams.Test()
+		io.SetTTY(tty)
+		out := Describe(io, kilntest.Now, j, Related{})
+		for _, bad := range []string{"\x1b]", "\x1b[2J", "\x1b[1A", "\x07", "\nState:          Complete", "\rRestarts"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("tty %v: the output holds %q:\n%s", tty, bad, out)
+			}
+		}
+		if !strings.Contains(out, `\x1b]0;pwned\x07loss`) || !strings.Contains(out, `1\x1b[2J\nState:`) {
+			t.Errorf("tty %v: the reported metric is not shown escaped:\n%s", tty, out)
+		}
+	}
+}
+
 // reporting is a running job whose trainer reports its progress, with a progress deadline
 // of 15 minutes.
 func reporting() *kilnv1.TrainJob {
