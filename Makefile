@@ -50,6 +50,7 @@ NODE_IMAGES := $(BIN)/images/pause.tar $(BIN)/images/torch-cpu.tar
 # The chart's dependencies (JobSet's and Kueue's charts) and, for its local install, their images.
 CHART_DEPS := charts/kiln/charts/jobset/Chart.yaml charts/kiln/charts/kueue/Chart.yaml
 ADDON_IMAGES := $(BIN)/images/jobset.tar $(BIN)/images/kueue.tar
+NODE_DEPS := $(NODE_BINARIES) $(NODE_IMAGES) node-host-packages
 REAL_NODE_DEPS := $(if $(filter 0,$(KILN_REAL_NODES)),,$(NODE_DEPS))
 # Upstream Kubeflow Trainer, the baseline `make bench` measures Kiln against.
 BENCH_BINARIES := $(BIN)/trainer-controller-manager
