@@ -37,7 +37,7 @@ const (
 // How long a verdict on a token is kept: a granted one ten minutes (at most until the token
 // expires; the kubelet rotates it well before), so that a thousand chatty trainers cost
 // under two TokenReviews a second and the status server's budget goes to their writes
-// (docs/performance.md, "The record of 2026-12-02 16:57"); a refused one a few seconds, so
+// (docs/performance.md, "The status server's token reviews"); a refused one a few seconds, so
 // that a fixed token works soon while a broken trainer cannot flood the API.
 // A granted verdict is for one token and one TrainJob: kept after its pod is gone, it lets
 // that pod, which was the job's, report for the job a little longer, and nothing else.

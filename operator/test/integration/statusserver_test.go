@@ -231,8 +231,8 @@ var _ = Describe("Status server", Ordered, func() {
 	// A thousand trainers starting together queue for the server's API budget. A post whose
 	// token cannot be checked in time is told to come back, and answered before the
 	// connection's write deadline: past it, a write broke the TLS stream and the trainer saw
-	// "tls: bad record MAC" instead of an answer (docs/performance.md, "The record of
-	// 2026-12-02 13:39").
+	// "tls: bad record MAC" instead of an answer (docs/performance.md, "The status server's
+	// token reviews").
 	It("tells a trainer to retry when its token cannot be checked in time, before the connection's deadline", func(ctx context.Context) {
 		slow := rest.CopyConfig(opCfg)
 		slow.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
