@@ -65,18 +65,12 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 	jobs := service.NewTrainJobs(k, s.stop)
 	mux := http.NewServeMux()
 	// Each call's caller is authenticated before its body is read (auth.BeforeBody).
-	for _, h := range []func() (string, http.Handler){
-		func() (string, http.Handler) { return kilnv1connect.NewTrainJobServiceHandler(jobs, opts...) },
-		func() (string, http.Handler) { return kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...) },
-		func() (string, http.Handler) { return kilnv1connect.NewQueueServiceHandler(service.NewQueues(k, jobs), opts...) },
-		func() (string, http.Handler) { return kilnv1connect.NewServerServiceHandler(service.NewServerInfo(k), opts...) },
-		func() (string, http.Handler) {
-			return kilnv1connect.NewCronTrainJobServiceHandler(service.NewCronTrainJobs(k, jobs), opts...)
-		},
-	} {
-		path, handler := h()
-		mux.Handle(path, authInt.BeforeBody(handler))
-	}
+	handle := func(path string, h http.Handler) { mux.Handle(path, authInt.BeforeBody(h)) }
+	handle(kilnv1connect.NewTrainJobServiceHandler(jobs, opts...))
+	handle(kilnv1connect.NewRuntimeServiceHandler(service.NewRuntimes(k), opts...))
+	handle(kilnv1connect.NewQueueServiceHandler(service.NewQueues(k, jobs), opts...))
+	handle(kilnv1connect.NewServerServiceHandler(service.NewServerInfo(k), opts...))
+	handle(kilnv1connect.NewCronTrainJobServiceHandler(service.NewCronTrainJobs(k, jobs), opts...))
 
 	names := []string{
 		kilnv1connect.TrainJobServiceName, kilnv1connect.RuntimeServiceName,
