@@ -42,7 +42,18 @@ type logInterceptor struct {
 	metrics *metrics
 }
 
+// outcome is err as the call ended for its caller: a call the client ended itself (it
+// cancelled, or closed a watch's stream: the normal end of a watch) is canceled, not an
+// error of the server, whatever the handler returned on the way out.
+func outcome(ctx context.Context, err error) error {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) && connect.CodeOf(err) != connect.CodeCanceled {
+		return connect.NewError(connect.CodeCanceled, err)
+	}
+	return err
+}
+
 func (l logInterceptor) record(ctx context.Context, caller *auth.Recorder, procedure, protocol string, stream bool, start time.Time, err error) {
+	err = outcome(ctx, err)
 	if l.metrics != nil {
 		l.metrics.observe(procedure, stream, start, err)
 	}
