@@ -72,6 +72,10 @@ func (s *CronTrainJobs) CreateCronTrainJob(ctx context.Context, req *connect.Req
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
+	// The checks below read with the server's own identity: authorize first (TrainJobs).
+	if err := s.authorize(ctx, kube.Attributes{Verb: "create", Namespace: cj.Namespace}); err != nil {
+		return nil, err
+	}
 	path := field.NewPath("cron_train_job", "spec", "train_job", "spec", "runtime")
 	if _, ok := m.GetSource().(*kilnv1.CreateCronTrainJobRequest_Manifest); ok {
 		path = field.NewPath("manifest", "spec", "trainJobTemplate", "spec", "runtimeRef", "name")

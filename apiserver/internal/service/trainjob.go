@@ -55,6 +55,11 @@ func (s *TrainJobs) CreateTrainJob(ctx context.Context, req *connect.Request[kil
 	if len(errs) > 0 {
 		return nil, invalid(errs)
 	}
+	// The checks below read with the server's own identity: a caller who may not create the
+	// job must not learn from them what exists in the namespace.
+	if err := authorize(ctx, s.kube, kube.Attributes{Verb: "create", Group: trainer.GroupVersion.Group, Resource: "trainjobs", Namespace: tj.Namespace}); err != nil {
+		return nil, err
+	}
 	errs = append(missingRuntime(ctx, s.kube, tj.Namespace, tj.Spec.RuntimeRef, runtimePath(m)),
 		missingQueue(ctx, s.kube, tj.Namespace, tj.Labels[trainer.KueueQueueNameLabel], queuePath(m))...)
 	if len(errs) == 0 {

@@ -259,6 +259,20 @@ spec: {runtimeRef: {name: nope, kind: TrainingRuntime}}
 				}))
 				Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied))
 				Expect(err.Error()).To(ContainSubstring("system:serviceaccount:team-a:alice"))
+
+				By("refusing her before saying what exists in a namespace she may not write")
+				for _, j := range []*kilnv1.NewTrainJob{newJob(name("probe-queue")), newJob(name("probe-runtime"))} {
+					if j.Name == name("probe-queue") {
+						j.Spec.Queue = "no-such-queue"
+					} else {
+						j.Spec.Runtime = "no-such-runtime"
+					}
+					_, err = alice.jobs.CreateTrainJob(ctx, connect.NewRequest(&kilnv1.CreateTrainJobRequest{
+						Namespace: "team-b", Source: &kilnv1.CreateTrainJobRequest_TrainJob{TrainJob: j},
+					}))
+					Expect(connect.CodeOf(err)).To(Equal(connect.CodePermissionDenied), "%s: %v", j.Name, err)
+					Expect(err.Error()).NotTo(ContainSubstring("does not exist"))
+				}
 			})
 
 			It("refuses a LocalQueue that does not exist, naming the ones that do", func(ctx SpecContext) {
