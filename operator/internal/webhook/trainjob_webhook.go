@@ -178,7 +178,9 @@ func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (a
 	if rt != nil && len(errs) == 0 {
 		var res *render.Result
 		if res, errs = validateRendering(tj, rt); res != nil && len(errs) == 0 {
-			warnings = v.advise(ctx, tj, res)
+			if errs = v.validatePodSecurity(ctx, tj, res.JobSet); len(errs) == 0 {
+				warnings = v.advise(ctx, tj, res)
+			}
 		}
 	}
 	return warnings, toInvalid(tj, errs)
@@ -201,7 +203,10 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJo
 		if rt, rtErrs := v.runtime(ctx, tj); rt != nil {
 			errs = append(errs, validatePatches(tj, rt)...)
 			if len(errs) == 0 {
-				_, errs = validateRendering(tj, rt)
+				var res *render.Result
+				if res, errs = validateRendering(tj, rt); res != nil && len(errs) == 0 {
+					errs = v.validatePodSecurity(ctx, tj, res.JobSet)
+				}
 			}
 		} else {
 			errs = append(errs, rtErrs...)
