@@ -11,7 +11,7 @@ export function LoginPage({ onSignedIn }: { onSignedIn: (user: string) => void }
     e.preventDefault();
     const t = (new FormData(e.currentTarget as HTMLFormElement).get("token") as string).trim();
     if (!t) {
-      setError("Paste a token: `kubectl create token <service-account>`, or the token of your Kiln configuration.");
+      setError("Paste a token: your Kiln configuration's (kiln config view --raw shows it), or kubectl -n <namespace> create token <service-account>.");
       return;
     }
     setBusy(true);
@@ -33,7 +33,9 @@ export function LoginPage({ onSignedIn }: { onSignedIn: (user: string) => void }
       <form onSubmit={submit}>
         <label for="token">Bearer token</label>
         <p class="hint">
-          It stays in this tab only, and every call runs as its user. From a terminal: <code>kubectl create token &lt;service-account&gt;</code>.
+          It stays in this tab only, and every call runs as its user. Your Kiln configuration's: <code>kiln config view --raw</code> shows it
+          (after <code>make up</code>: ServiceAccount <code>default/kiln-demo</code>'s, in <code>bin/platform/kiln/config.yaml</code>); or a
+          fresh one: <code>kubectl -n &lt;namespace&gt; create token &lt;service-account&gt;</code>.
         </p>
         <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} required />
         <button type="submit" disabled={busy}>
