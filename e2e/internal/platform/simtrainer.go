@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,9 +43,13 @@ const (
 	EnvSimulatedProgress = "KILN_SIMULATED_PROGRESS"
 )
 
-// simReporters bounds how many pods are reported for at once: the simulation must not
-// load the platform under a test that fills the fleet. Pods past it are left silent.
-const simReporters = 4
+// The simulation must not load the platform under a test that fills the fleet: at most
+// simReporters pods are reported for at once (pods past it stay silent), and reports for
+// at most simStartsPerSecond new pods start each second (a burst of pods waits its turn).
+const (
+	simReporters       = 64
+	simStartsPerSecond = 8
+)
 
 // SimTrainerProcess is the simulated trainer, `kiln-platform sim-trainer`.
 func (c Config) SimTrainerProcess() Process {
@@ -101,7 +106,8 @@ func (p *Platform) RunSimTrainer(ctx context.Context) error {
 			return fmt.Sprintf("https://127.0.0.1:%d%s", p.OperatorStatus, trainer.StatusPath(ns, name))
 		},
 		defaultDuration: p.PodRunDuration, sem: make(chan struct{}, simReporters), started: map[types.UID]bool{},
-		logf: func(format string, args ...any) { fmt.Fprintf(p.Out, format+"\n", args...) },
+		starts: rate.NewLimiter(simStartsPerSecond, 2*simStartsPerSecond),
+		logf:   func(format string, args ...any) { fmt.Fprintf(p.Out, format+"\n", args...) },
 	}
 	nodes := &kwokNodes{client: cs}
 	lw := cache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "pods", metav1.NamespaceAll, func(o *metav1.ListOptions) {
@@ -151,7 +157,9 @@ type simTrainer struct {
 	clock           func() time.Time
 	defaultDuration time.Duration
 	sem             chan struct{}
-	logf            func(format string, args ...any)
+	// starts paces the pods' first reports (nil: unpaced).
+	starts *rate.Limiter
+	logf   func(format string, args ...any)
 
 	mu      sync.Mutex
 	started map[types.UID]bool
@@ -179,6 +187,9 @@ func (s *simTrainer) consider(ctx context.Context, obj any, nodes *kwokNodes) {
 	}
 	go func() {
 		defer func() { <-s.sem }()
+		if s.starts != nil && s.starts.Wait(ctx) != nil {
+			return
+		}
 		if err := s.report(ctx, pod); err != nil {
 			s.logf("%s/%s: %v", pod.Namespace, pod.Name, err)
 		}

@@ -237,7 +237,7 @@ func restartsOf(ctx context.Context, g Gomega, ns, name string) trainer.Restarts
 func faultToleranceSpecs() {
 	BeforeEach(func(ctx context.Context) { requireRealNode(ctx) })
 
-	It("runs docs/fault-tolerance.md's local example as written: a claim of the default StorageClass, an eviction, an uncounted restart, every rank resuming, kept logs", func(ctx context.Context) {
+	It("runs docs/fault-tolerance.md's local example as written: a claim of the default StorageClass, an eviction, an uncounted restart, every rank resuming, kept logs; slow: 60 steps of real DDP around an eviction", func(ctx context.Context) {
 		root := os.Getenv("KILN_ROOT")
 		if root == "" || os.Getenv("KILN_CONFIG") == "" {
 			Skip("KILN_ROOT and KILN_CONFIG are not set: not on the local platform")

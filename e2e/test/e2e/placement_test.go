@@ -74,7 +74,7 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		Expect(k8s.Delete(ctx, gang)).To(Succeed())
 	})
 
-	It("holds a 16-pod gang whole on a fleet 90% full of small jobs, even one GPU short, then binds all of it", func(ctx context.Context) {
+	It("holds a 16-pod gang whole on a fleet 90% full of small jobs, even one GPU short, then binds all of it; slow: 29 jobs fill the fleet, then two 20 s windows prove nothing binds early", func(ctx context.Context) {
 		ns := newNamespace(ctx, "gang-fleet")
 		gangRuntime(ctx, ns)
 		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})
@@ -126,7 +126,7 @@ var _ = Describe("Gang scheduling on the KWOK fleet", Serial, func() {
 		}
 	})
 
-	It("preempts whole gangs for a higher-priority gang, never single pods of them", func(ctx context.Context) {
+	It("preempts whole gangs for a higher-priority gang, never single pods of them; slow: four gangs fill the queue before the preemption, whose pods end with their grace period", func(ctx context.Context) {
 		ns := newNamespace(ctx, "gang-preempt")
 		gangRuntime(ctx, ns)
 		long := podPatch("node", map[string]string{platform.AnnotationSimDuration: "10m"})

@@ -78,7 +78,7 @@ var _ = Describe("CronTrainJob on the platform", func() {
 		}).Should(Succeed())
 	})
 
-	It("fires twice a minute apart, keeps only the newest finished runs, and holds a run back while a Kueue-queued one waits (Forbid)", func(ctx context.Context) {
+	It("fires twice a minute apart, keeps only the newest finished runs, and holds a run back while a Kueue-queued one waits (Forbid); slow: a cron schedule's step is a minute", func(ctx context.Context) {
 		ns := newNamespace(ctx, "cron-policy")
 		smallQueue(ctx, ns)
 
@@ -130,7 +130,7 @@ var _ = Describe("CronTrainJob on the platform", func() {
 	})
 
 	// Serial: it kills the operator, which every other spec relies on.
-	It("creates the run of a time that fell due while the operator was killed, once: not zero, not two", Serial, func(ctx context.Context) {
+	It("creates the run of a time that fell due while the operator was killed, once: not zero, not two; slow: waits for a minute boundary with the operator down", Serial, func(ctx context.Context) {
 		ns := newNamespace(ctx, "cron-restart")
 		cj := cronTrainJob(ns, "unattended", "* * * * *", kiln.AllowConcurrent)
 		cj.Spec.StartingDeadlineSeconds = ptr.To[int64](120)
