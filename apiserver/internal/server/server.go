@@ -59,6 +59,8 @@ func New(k *kube.Clients, authn auth.Authenticator, o Options) (*Server, error) 
 		// then the caller is authenticated, then unary calls get their deadline.
 		connect.WithInterceptors(otel, logInterceptor{log: o.Log, metrics: m}, authInt, timeoutInterceptor{timeout: o.UnaryTimeout}),
 		connect.WithReadMaxBytes(o.MaxRequestBytes),
+		// JSON requests are read strictly: an unknown field or enum value is refused, named.
+		connect.WithCodec(jsonCodecs[0]), connect.WithCodec(jsonCodecs[1]),
 		connect.WithCompressMinBytes(1024),
 	}
 	s := &Server{stop: make(chan struct{})}
