@@ -102,8 +102,14 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, job types.
 		return unauthorized("no bearer token: send the token of the file named by %s as \"Authorization: Bearer <token>\"", trainer.EnvStatusServerToken)
 	}
 	verdict, _ := a.verdicts.Do(authn.Key(token, job.String()), func() (*authError, time.Duration, error) {
-		claims := peekClaims(token)
-		err := a.review(ctx, token, claims, job)
+		claims, ok := peekClaims(token)
+		// What the token says of itself can only refuse it, never grant it: a token that
+		// cannot be this job's costs no TokenReview (a flood of garbage tokens would
+		// otherwise spend the budget the reports' writes need).
+		if err := notThisJobs(ok, claims, job, a.clock.Now()); err != nil {
+			return err, refusedTTL, nil
+		}
+		err := a.review(ctx, token, job)
 		switch {
 		case err != nil && err.code == http.StatusServiceUnavailable:
 			return err, 0, nil // not a verdict: ask again next time
@@ -117,7 +123,24 @@ func (a *Authenticator) Authorize(ctx context.Context, header string, job types.
 	return verdict
 }
 
-func (a *Authenticator) review(ctx context.Context, token string, claims tokenClaims, job types.NamespacedName) *authError {
+// notThisJobs refuses a token whose own, unverified claims show it cannot be a token for
+// job: not a JWT, another audience, or expired. Nil when only Kubernetes can tell.
+func notThisJobs(isJWT bool, claims tokenClaims, job types.NamespacedName, now time.Time) *authError {
+	audience := trainer.TokenAudience(job.Namespace, job.Name)
+	switch {
+	case !isJWT:
+		return unauthorized("not a ServiceAccount token (a JWT): send the token of the file named by %s, read again for each request", trainer.EnvStatusServerToken)
+	case claims.Expiry > 0 && !now.Before(time.Unix(claims.Expiry, 0)):
+		return unauthorized("token expired at %s: the kubelet renews the file named by %s, read it again for each request",
+			time.Unix(claims.Expiry, 0).UTC().Format(time.RFC3339), trainer.EnvStatusServerToken)
+	case !slices.Contains(claims.Audience, audience):
+		return unauthorized("token audience %q is not this TrainJob's %q: the token is for another TrainJob or another server",
+			strings.Join(claims.Audience, ","), audience)
+	}
+	return nil
+}
+
+func (a *Authenticator) review(ctx context.Context, token string, job types.NamespacedName) *authError {
 	// Bounded: the trainer's post waits for this review.
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -127,16 +150,7 @@ func (a *Authenticator) review(ctx context.Context, token string, claims tokenCl
 		return noVerdict("reviewing the token", err)
 	}
 	if err != nil {
-		// The API says only that it is invalid; the token's own (unverified) claims say why.
-		switch {
-		case claims.Expiry > 0 && !a.clock.Now().Before(time.Unix(claims.Expiry, 0)):
-			return unauthorized("token expired at %s: the kubelet renews the file named by %s, read it again for each request",
-				time.Unix(claims.Expiry, 0).UTC().Format(time.RFC3339), trainer.EnvStatusServerToken)
-		case len(claims.Audience) > 0 && !slices.Contains(claims.Audience, audience):
-			return unauthorized("token audience %q is not this TrainJob's %q: the token is for another TrainJob or another server",
-				strings.Join(claims.Audience, ","), audience)
-		}
-		return unauthorized("%v", err)
+		return unauthorized("%v", err) // its own claims looked right (notThisJobs): Kubernetes says why
 	}
 	ns, sa, ok := serviceAccount(user.Username)
 	if !ok {
@@ -187,21 +201,22 @@ type tokenClaims struct {
 	Audience []string
 }
 
-func peekClaims(token string) tokenClaims {
+// peekClaims reads a JWT's claims; ok is false when token is no JWT.
+func peekClaims(token string) (claims tokenClaims, ok bool) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return tokenClaims{}
+		return tokenClaims{}, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return tokenClaims{}
+		return tokenClaims{}, false
 	}
 	var raw struct {
 		Exp int64           `json:"exp"`
 		Aud json.RawMessage `json:"aud"`
 	}
 	if json.Unmarshal(payload, &raw) != nil {
-		return tokenClaims{}
+		return tokenClaims{}, false
 	}
 	out := tokenClaims{Expiry: raw.Exp}
 	var one string
@@ -210,5 +225,5 @@ func peekClaims(token string) tokenClaims {
 	} else {
 		_ = json.Unmarshal(raw.Aud, &out.Audience)
 	}
-	return out
+	return out, true
 }
