@@ -42,8 +42,8 @@ func (c counters) read() map[string]float64 {
 
 // A queued job's whole life moves the metrics once per step: queued, admitted after 30 s
 // (the queued time), its pods ready 4 s later (the startup time), the deadline fired 2 s
-// late, the TTL deletion 3 s late. Reconciles that change nothing, and a mirrored change
-// held for its batch, count nothing.
+// late, the TTL deletion 3 s late (the pods' readiness is a transition, stored at once).
+// Reconciles that change nothing count nothing.
 func TestMetricsFollowALifecycle(t *testing.T) {
 	const rt = "torch-distributed"
 	// The conditions' transition times are the wall clock's (meta.SetStatusCondition), so
@@ -99,20 +99,14 @@ func TestMetricsFollowALifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.recorded()
-	h.reconcile(tj) // held for its batch: not stored, not counted, no event yet
-	added("pods ready, batched", nil)
-	if evs := h.recorded(); len(evs) != 0 {
-		t.Errorf("events of a change held for its batch: %v", evs)
-	}
-	h.clock.SetTime(start.Add(34*time.Second + statusBatchPeriod))
-	h.reconcile(tj)
+	h.reconcile(tj) // its pods now ready: a transition, stored at once
 	h.reconcile(tj)
 	added("running", map[string]float64{"running": 1})
 	if diff := cmp.Diff([]string{"Normal " + ReasonRunning}, h.recorded()); diff != "" {
-		t.Errorf("events once the batch is written (-want +got):\n%s", diff)
+		t.Errorf("events once the pods are ready (-want +got):\n%s", diff)
 	}
-	if n, sum := histogram(t, startup.WithLabelValues(rt)); n != startupN+1 || math.Abs(sum-startupSum-5) > 0.001 {
-		t.Errorf("startup time: %d samples adding %gs, want 1 of 5s (admitted at 30s, stored ready at 35s)", n-startupN, sum-startupSum)
+	if n, sum := histogram(t, startup.WithLabelValues(rt)); n != startupN+1 || math.Abs(sum-startupSum-4) > 0.001 {
+		t.Errorf("startup time: %d samples adding %gs, want 1 of 4s (admitted at 30s, stored ready at 34s)", n-startupN, sum-startupSum)
 	}
 
 	// startTime is the admission, truncated to the second: the deadline is due at 90 s.

@@ -60,7 +60,7 @@ func afterBatch(res reconcile.Result, err error, batched time.Duration) (reconci
 }
 
 // statusBatchPeriod is how long a status change that only mirrors the JobSet's counts
-// (jobsStatus) or a newer spec generation (the conditions' observedGeneration) may wait for
+// within their state (jobsStatus) or a newer spec generation (the conditions' observedGeneration) may wait for
 // the next one, so that one write carries several: a JobSet's counts change a few times
 // within a second as its Jobs start, become ready and finish, and Kueue's admission writes
 // the spec twice. The Job controller batches its pod updates the same way, for the same
@@ -68,8 +68,15 @@ func afterBatch(res reconcile.Result, err error, batched time.Duration) (reconci
 // written at once, with whatever mirrored change waits.
 const statusBatchPeriod = time.Second
 
-// mirrorOnly says whether status after differs from before only in what it mirrors.
+// mirrorOnly says whether status after differs from before only in what it mirrors, within
+// the same state of each replicated job's pods: the counts may wait for their batch, a
+// transition a client can wait for (a Job's pods now active, ready, succeeded or failed,
+// or no longer) may not, or a fleet whose pods are ready within the second would never
+// show them active and not yet ready, as upstream's controller shows them while images pull.
 func mirrorOnly(before, after *trainer.TrainJobStatus) bool {
+	if !maps.Equal(podStates(before.JobsStatus), podStates(after.JobsStatus)) {
+		return false
+	}
 	strip := func(st *trainer.TrainJobStatus) *trainer.TrainJobStatus {
 		st = st.DeepCopy()
 		st.JobsStatus = nil
@@ -96,6 +103,17 @@ func quietMirror(before, after *trainer.TrainJobStatus) bool {
 		return false
 	}
 	return maps.Equal(podCounts(before.JobsStatus), podCounts(after.JobsStatus))
+}
+
+// podStates is, per replicated job, which of its pod counts (active, ready, succeeded,
+// failed) are not zero: the state a client waits for, where the counts themselves may move
+// within it. A job with none of any is left out, as is one not listed.
+func podStates(jobs []trainer.JobStatus) map[string][4]bool {
+	out := map[string][4]bool{}
+	for name, c := range podCounts(jobs) {
+		out[name] = [4]bool{c[0] > 0, c[1] > 0, c[2] > 0, c[3] > 0}
+	}
+	return out
 }
 
 // podCounts are the pods of each replicated job that are active, ready, succeeded and

@@ -15,7 +15,7 @@ func TestMirrorOnly(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	base := trainer.TrainJobStatus{
 		Conditions: []metav1.Condition{{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobResumedReason, ObservedGeneration: 2}},
-		JobsStatus: []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](0)}},
+		JobsStatus: []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](2)}},
 		StartTime:  &now,
 	}
 	for _, tc := range []struct {
@@ -24,10 +24,16 @@ func TestMirrorOnly(t *testing.T) {
 		mirror bool
 	}{
 		{"nothing", func(*trainer.TrainJobStatus) {}, true},
-		{"counts", func(st *trainer.TrainJobStatus) { st.JobsStatus[0].Active = ptr.To[int32](1) }, true},
-		{"a new replicated job", func(st *trainer.TrainJobStatus) {
+		{"counts within their state", func(st *trainer.TrainJobStatus) { st.JobsStatus[0].Active = ptr.To[int32](1) }, true},
+		{"a new replicated job with no pods", func(st *trainer.TrainJobStatus) {
 			st.JobsStatus = append(st.JobsStatus, trainer.JobStatus{Name: "launcher"})
 		}, true},
+		// A transition of a Job's pods a client can wait for is written at once.
+		{"its pods become ready", func(st *trainer.TrainJobStatus) { st.JobsStatus[0].Ready = ptr.To[int32](1) }, false},
+		{"its pods are no longer active", func(st *trainer.TrainJobStatus) { st.JobsStatus[0].Active = ptr.To[int32](0) }, false},
+		{"a new replicated job's pods active", func(st *trainer.TrainJobStatus) {
+			st.JobsStatus = append(st.JobsStatus, trainer.JobStatus{Name: "launcher", Active: ptr.To[int32](1)})
+		}, false},
 		{"observedGeneration", func(st *trainer.TrainJobStatus) { st.Conditions[0].ObservedGeneration = 3 }, true},
 		{"a condition's status", func(st *trainer.TrainJobStatus) { st.Conditions[0].Status = metav1.ConditionTrue }, false},
 		{"a new condition", func(st *trainer.TrainJobStatus) {

@@ -385,27 +385,50 @@ func TestReconcileRuntimeNotFoundThenFound(t *testing.T) {
 }
 
 func TestReconcileBatchesMirrorOnlyChanges(t *testing.T) {
-	tj := kilntesting.MakeTrainJob("job", "ns").Obj()
+	tj := kilntesting.MakeTrainJob("job", "ns").NumNodes(2).Obj()
 	h := newHarness(t, tj, torch.ClusterTrainingRuntime())
 	h.created(tj)
-	js := h.jobSet(tj)
-	js.Status.ReplicatedJobsStatus = kilntesting.MakeJobSet(tj).ReplicatedJobStatus("node", 1, 0, 0, 1, 0).Status.ReplicatedJobsStatus
-	if err := h.client.Status().Update(context.Background(), js); err != nil {
-		t.Fatal(err)
+	setPods := func(ready, active int32) {
+		t.Helper()
+		js := h.jobSet(tj)
+		js.Status.ReplicatedJobsStatus = kilntesting.MakeJobSet(tj).ReplicatedJobStatus("node", ready, 0, 0, active, 0).Status.ReplicatedJobsStatus
+		if err := h.client.Status().Update(context.Background(), js); err != nil {
+			t.Fatal(err)
+		}
 	}
+	jobs := func(ready, active int32) []trainer.JobStatus {
+		return []trainer.JobStatus{{Name: "node", Ready: ptr.To(ready), Succeeded: ptr.To[int32](0), Failed: ptr.To[int32](0), Active: ptr.To(active), Suspended: ptr.To[int32](0)}}
+	}
+
+	// Its pods active and not yet ready (images pulling): a state a client may wait for,
+	// written at once, as is the next one, every pod ready.
+	setPods(0, 2)
+	if diff := cmp.Diff(reconcile.Result{}, h.reconcile(tj)); diff != "" {
+		t.Errorf("a transition of the pods' state waits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(jobs(0, 2), h.trainJob(tj).Status.JobsStatus, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("active, not ready, not written at once (-want +got):\n%s", diff)
+	}
+	setPods(1, 2)
+	h.reconcile(tj)
+	if diff := cmp.Diff(jobs(1, 2), h.trainJob(tj).Status.JobsStatus, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the first pod ready, not written at once (-want +got):\n%s", diff)
+	}
+
+	// A count that moves within the state (the second pod ready) waits for its batch.
+	setPods(2, 2)
 	res := h.reconcile(tj)
 	if diff := cmp.Diff(reconcile.Result{RequeueAfter: statusBatchPeriod}, res); diff != "" {
 		t.Errorf("a mirror-only change waits for its batch (-want +got):\n%s", diff)
 	}
-	if got := h.trainJob(tj).Status.JobsStatus; len(got) != 0 {
-		t.Errorf("jobsStatus %v written before its batch ended", got)
+	if diff := cmp.Diff(jobs(1, 2), h.trainJob(tj).Status.JobsStatus, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("written before its batch ended (-want +got):\n%s", diff)
 	}
 	h.clock.SetTime(t0.Add(statusBatchPeriod))
 	if diff := cmp.Diff(reconcile.Result{}, h.reconcile(tj)); diff != "" {
 		t.Errorf("batch over (-want +got):\n%s", diff)
 	}
-	want := []trainer.JobStatus{{Name: "node", Ready: ptr.To[int32](1), Succeeded: ptr.To[int32](0), Failed: ptr.To[int32](0), Active: ptr.To[int32](1), Suspended: ptr.To[int32](0)}}
-	if diff := cmp.Diff(want, h.trainJob(tj).Status.JobsStatus, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(jobs(2, 2), h.trainJob(tj).Status.JobsStatus, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("jobsStatus after the batch (-want +got):\n%s", diff)
 	}
 }
