@@ -23,9 +23,8 @@ const restartTimerHorizon = 5 * time.Minute
 
 // timersFirst keeps the deadlines and TTLs on time when the operator starts. The
 // informer's initial list queues every TrainJob below everything else, and until a job's
-// first reconcile nothing wakes it at its due instant: a chaos run saw deadlines act 25 to
-// 70 s late and a TTL 13 s late after restarts, behind the first reconcile (a JobSet apply)
-// of a thousand running jobs on a loaded platform. So a job whose deadline or TTL, by what
+// first reconcile nothing wakes it at its due instant, behind the first reconcile (a JobSet
+// apply) of every running job (docs/reliability.md, "Chaos"). So a job whose deadline or TTL, by what
 // the TrainJob itself says, is due is queued at timerPriority now, and one due within
 // restartTimerHorizon at its due instant, whether or not its first reconcile ran by then.
 // A deadline or TTL that only the runtime sets is not known here; its job keeps its place.

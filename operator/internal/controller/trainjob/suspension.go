@@ -60,8 +60,8 @@ func (r *Reconciler) activeSince(ctx context.Context, tj *trainer.TrainJob, st *
 // activeFrom is when a job became active: once Kueue admitted it (nil: not queued, or
 // unknown) and spec.suspend was last set to false (nil: unknown), whichever came later.
 // Kueue unsuspends a job it admitted within moments, unless its TrainJob reconciler has a
-// backlog: a chaos run saw jobs resumed minutes after their admission, whose deadlines,
-// counted from the admission, fired before any of their pods existed.
+// backlog: then a deadline counted from the admission could fire before any of the job's
+// pods existed (docs/reliability.md, "Chaos").
 func activeFrom(admitted, resumed *time.Time) *time.Time {
 	if admitted == nil || (resumed != nil && resumed.After(*admitted)) {
 		return resumed
