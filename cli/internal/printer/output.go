@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kiln-ml/kiln/cli/internal/factory"
+	"github.com/kiln-ml/kiln/sdk-gen/go/kiln"
 )
 
 // Format is what -o asked for: a table (""), or one of the formats below.
@@ -60,6 +61,17 @@ func (fs Formats) Parse(s string) (Format, error) {
 		return "", factory.Usagef("--output %q: want %s", s, fs)
 	}
 	return Format(s), nil
+}
+
+// Client is how a command that prints objects starts: -o is checked first (a usage error
+// before anything is asked of the server), then the factory's client is made.
+func (fs Formats) Client(f *factory.Factory, output string) (Format, *kiln.Client, error) {
+	format, err := fs.Parse(output)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := f.Client()
+	return format, c, err
 }
 
 // Print writes m as JSON or YAML, or its name, as f says, and reports whether it did: the

@@ -1,15 +1,13 @@
 """Schedules (CronTrainJobService) on the wire: what the client sends, and what it makes of
 the server's answers, against a local Connect server that answers as the API server does."""
 
-import json
-import threading
 import unittest
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import kiln
 from kiln import v1
+from tests.connectserver import Server
 
 SERVICE = "/kiln.v1.CronTrainJobService/"
 
@@ -71,49 +69,6 @@ RUNS: List[Dict[str, Any]] = [
 ]
 
 NOT_FOUND = (404, {"code": "not_found", "message": 'CronTrainJob "weekly-retrain" not found in namespace default'})
-
-
-class Server:
-    """A local Connect server: answers each method (by its name, e.g. GetCronTrainJob) with the
-    (status, JSON) given for it and keeps what it was sent. With lose_first, the first request arrives but its answer is lost."""
-
-    def __init__(self, answers: Dict[str, Tuple[int, Dict[str, Any]]], lose_first: bool = False) -> None:
-        self.received: List[Dict[str, Any]] = []
-        srv = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                srv.received.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
-                if lose_first and len(srv.received) == 1:
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                status, answer = answers.get(self.path.rsplit("/", 1)[-1], (404, {"code": "unimplemented", "message": self.path}))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> "Server":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def bodies(self, method: str) -> List[Dict[str, Any]]:
-        return [r["body"] for r in self.received if r["path"].rsplit("/", 1)[-1] == method]
 
 
 def client(url: str) -> kiln.TrainerClient:

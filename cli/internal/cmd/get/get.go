@@ -43,11 +43,7 @@ steps, conditions, progress) with the API's field names; -o manifest prints the 
 var outputs = printer.Formats{printer.FormatWide, printer.FormatJSON, printer.FormatYAML, printer.FormatManifest}
 
 func run(ctx context.Context, o *Options) error {
-	format, err := outputs.Parse(o.Output)
-	if err != nil {
-		return err
-	}
-	c, err := o.Factory.Client()
+	format, c, err := outputs.Client(o.Factory, o.Output)
 	if err != nil {
 		return err
 	}

@@ -46,11 +46,7 @@ func NewCmdList(f *factory.Factory, runF func(context.Context, *Options) error) 
 var outputs = printer.Formats{printer.FormatJSON, printer.FormatYAML}
 
 func run(ctx context.Context, o *Options) error {
-	format, err := outputs.Parse(o.Output)
-	if err != nil {
-		return err
-	}
-	c, err := o.Factory.Client()
+	format, c, err := outputs.Client(o.Factory, o.Output)
 	if err != nil {
 		return err
 	}

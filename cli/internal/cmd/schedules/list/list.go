@@ -43,11 +43,7 @@ SUSPEND, ACTIVE (runs not finished), LAST SCHEDULE, NEXT, AGE.`,
 var outputs = printer.Formats{printer.FormatWide, printer.FormatJSON, printer.FormatYAML}
 
 func run(ctx context.Context, o *Options) error {
-	format, err := outputs.Parse(o.Output)
-	if err != nil {
-		return err
-	}
-	c, err := o.Factory.Client()
+	format, c, err := outputs.Client(o.Factory, o.Output)
 	if err != nil {
 		return err
 	}

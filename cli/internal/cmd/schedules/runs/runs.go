@@ -37,11 +37,7 @@ func NewCmdRuns(f *factory.Factory, runF func(context.Context, *Options) error) 
 var outputs = printer.Formats{printer.FormatWide, printer.FormatJSON, printer.FormatYAML}
 
 func run(ctx context.Context, o *Options) error {
-	format, err := outputs.Parse(o.Output)
-	if err != nil {
-		return err
-	}
-	c, err := o.Factory.Client()
+	format, c, err := outputs.Client(o.Factory, o.Output)
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,7 @@ schedule's runs: it counts as active for Forbid and Replace, and the history lim
 var outputs = printer.Formats{printer.FormatName}
 
 func run(ctx context.Context, o *Options) error {
-	format, err := outputs.Parse(o.Output)
-	if err != nil {
-		return err
-	}
-	c, err := o.Factory.Client()
+	format, c, err := outputs.Client(o.Factory, o.Output)
 	if err != nil {
 		return err
 	}
