@@ -70,6 +70,7 @@ func (s *TrainJobs) setSuspended(ctx context.Context, namespace, name string, su
 			v.Status.State, v.Status.Reason, v.Status.Message = kilnv1.State_STATE_QUEUED, view.ReasonQueued,
 				"back in queue "+tj.Labels[trainer.KueueQueueNameLabel]
 		}
+		v.Status.Status = view.Status(tj, v.Status.State)
 		return v, nil
 	}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend))

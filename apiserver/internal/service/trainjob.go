@@ -23,6 +23,7 @@ import (
 	"github.com/kiln-ml/kiln/apiserver/internal/auth"
 	"github.com/kiln-ml/kiln/apiserver/internal/kube"
 	"github.com/kiln-ml/kiln/apiserver/internal/request"
+	"github.com/kiln-ml/kiln/apiserver/internal/view"
 )
 
 // TrainJobs implements kilnv1connect.TrainJobServiceHandler.
@@ -230,6 +231,11 @@ func (s *TrainJobs) ListTrainJobs(ctx context.Context, req *connect.Request[kiln
 			errs = append(errs, field.NotSupported(field.NewPath("states").Index(i), st.String(), stateNames()))
 		}
 	}
+	for i, st := range m.GetStatuses() {
+		if !slices.Contains(view.Statuses, st) {
+			errs = append(errs, field.NotSupported(field.NewPath("statuses").Index(i), st, view.Statuses))
+		}
+	}
 	query := pageQuery(m)
 	after, terrs := decodePageToken(m.GetPageToken(), query)
 	errs = append(errs, terrs...)
@@ -257,7 +263,8 @@ func (s *TrainJobs) ListTrainJobs(ctx context.Context, req *connect.Request[kiln
 	// The cached objects are only read below: no copy of any job per call.
 	for tj := range kube.SortedAfter[trainer.TrainJob](s.kube.Recent, names, namespace, selector, after) {
 		v := s.views.view(ctx, tj, viewOptions{})
-		if len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), v.GetStatus().GetState()) {
+		if len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), v.GetStatus().GetState()) ||
+			len(m.GetStatuses()) > 0 && !slices.Contains(m.GetStatuses(), v.GetStatus().GetStatus()) {
 			continue
 		}
 		if len(res.TrainJobs) == size {

@@ -55,13 +55,51 @@ func State(tj *trainer.TrainJob, wl *Workload) (kilnv1.State, string, string) {
 			return kilnv1.State_STATE_SUSPENDED, trainer.TrainJobSuspendedReason, "suspended: resume it to run"
 		}
 	}
-	var total, ready int32
+	if ready, total := readyJobs(tj); ready > 0 {
+		return kilnv1.State_STATE_RUNNING, ReasonRunning, fmt.Sprintf("%d of %d jobs ready", ready, max(total, ready))
+	}
+	return kilnv1.State_STATE_RUNNING, ReasonStarting, "started; waiting for its pods to run"
+}
+
+// readyJobs counts the job's child Jobs that are ready or done, of those started.
+func readyJobs(tj *trainer.TrainJob) (ready, total int32) {
 	for _, js := range tj.Status.JobsStatus {
 		ready += ptr.Deref(js.Ready, 0) + ptr.Deref(js.Succeeded, 0)
 		total += ptr.Deref(js.Active, 0) + ptr.Deref(js.Succeeded, 0)
 	}
-	if ready > 0 {
-		return kilnv1.State_STATE_RUNNING, ReasonRunning, fmt.Sprintf("%d of %d jobs ready", ready, max(total, ready))
+	return ready, total
+}
+
+// The statuses of TrainJobStatus.status: the Kubeflow SDK's words, and Kiln's own two.
+const (
+	StatusCreated   = "Created"
+	StatusQueued    = "Queued"
+	StatusSuspended = "Suspended"
+	StatusRunning   = "Running"
+	StatusComplete  = "Complete"
+	StatusFailed    = "Failed"
+)
+
+// Statuses are the words of TrainJobStatus.status, in the order a job passes them.
+var Statuses = []string{StatusCreated, StatusQueued, StatusSuspended, StatusRunning, StatusComplete, StatusFailed}
+
+// Status says state in the Kubeflow SDK's words, the one place they are mapped: Kubeflow
+// calls a job Running only once every training node runs (or is done), and Created before.
+// Queued and Suspended are Kiln's: Kubeflow's SDK would say Created.
+func Status(tj *trainer.TrainJob, state kilnv1.State) string {
+	switch state {
+	case kilnv1.State_STATE_QUEUED:
+		return StatusQueued
+	case kilnv1.State_STATE_SUSPENDED:
+		return StatusSuspended
+	case kilnv1.State_STATE_COMPLETE:
+		return StatusComplete
+	case kilnv1.State_STATE_FAILED:
+		return StatusFailed
+	case kilnv1.State_STATE_RUNNING:
+		if ready, total := readyJobs(tj); ready > 0 && ready >= total {
+			return StatusRunning
+		}
 	}
-	return kilnv1.State_STATE_RUNNING, ReasonStarting, "started; waiting for its pods to run"
+	return StatusCreated
 }

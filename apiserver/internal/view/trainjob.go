@@ -140,6 +140,7 @@ func statusOf(tj *trainer.TrainJob, rel Related) *kilnv1.TrainJobStatus {
 		st.Cluster = rel.Workload.Cluster
 	}
 	st.State, st.Reason, st.Message = State(tj, rel.Workload)
+	st.Status = Status(tj, st.State)
 	if st.State == kilnv1.State_STATE_RUNNING && st.Reason == ReasonStarting {
 		if reason, msg := Blocked(cmpOr(rel.Pods, rel.StartingPods)); reason != "" {
 			st.Reason, st.Message = reason, msg

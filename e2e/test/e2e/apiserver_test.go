@@ -106,6 +106,19 @@ var _ = Describe("Kiln API server", Label(chartMode), func() {
 			Expect(step.GetNode()).To(HavePrefix("kwok-"))
 			Expect(step.GetDevices()).To(ConsistOf(HaveField("Count", BeEquivalentTo(8))))
 		}
+		Expect(st.GetStatus()).To(Equal("Complete"), "in the Kubeflow SDK's words")
+		for statuses, want := range map[string]int{"Complete": 1, "Created,Running,Failed": 0} {
+			res, err := jobs.ListTrainJobs(ctx, connect.NewRequest(&kilnv1.ListTrainJobsRequest{Namespace: ns, Statuses: strings.Split(statuses, ",")}))
+			Expect(err).NotTo(HaveOccurred())
+			n := 0
+			for _, j := range res.Msg.GetTrainJobs() {
+				Expect(strings.Split(statuses, ",")).To(ContainElement(j.GetStatus().GetStatus()), "job %s listed for statuses %s", j.GetName(), statuses)
+				if j.GetName() == name {
+					n++
+				}
+			}
+			Expect(n).To(Equal(want), "statuses %s", statuses)
+		}
 		Expect(st.GetStartTime()).NotTo(BeNil())
 		Expect(st.GetCompletionTime()).NotTo(BeNil())
 		Expect(st.GetTtlDeleteTime().AsTime()).To(BeTemporally("==", st.GetCompletionTime().AsTime().Add(3600e9)))

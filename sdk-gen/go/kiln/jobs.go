@@ -32,22 +32,26 @@ const (
 	StatusFailed    Status = "Failed"
 )
 
-var statusOf = map[kilnv1.State]Status{
-	kilnv1.State_STATE_UNSPECIFIED: StatusCreated,
-	kilnv1.State_STATE_QUEUED:      StatusQueued,
-	kilnv1.State_STATE_SUSPENDED:   StatusSuspended,
-	kilnv1.State_STATE_RUNNING:     StatusRunning,
-	kilnv1.State_STATE_COMPLETE:    StatusComplete,
-	kilnv1.State_STATE_FAILED:      StatusFailed,
+// statuses are the words the server reports (TrainJobStatus.status) and filters by.
+var statuses = []Status{StatusCreated, StatusQueued, StatusSuspended, StatusRunning, StatusComplete, StatusFailed}
+
+func checkStatus(s Status) error {
+	if slices.Contains(statuses, s) {
+		return nil
+	}
+	return fmt.Errorf("status %q: want one of Created, Queued, Running, Suspended, Complete, Failed", s)
 }
 
-func stateOf(s Status) (kilnv1.State, error) {
-	for k, v := range statusOf {
-		if v == s {
-			return k, nil
-		}
+// statusOf is the job's status as the server says it; a server older than the field leaves
+// it empty, and its state is said instead.
+func statusOf(st *kilnv1.TrainJobStatus) Status {
+	if s := Status(st.GetStatus()); s != "" {
+		return s
 	}
-	return 0, fmt.Errorf("status %q: want one of Created, Queued, Running, Suspended, Complete, Failed", s)
+	return map[kilnv1.State]Status{
+		kilnv1.State_STATE_QUEUED: StatusQueued, kilnv1.State_STATE_SUSPENDED: StatusSuspended, kilnv1.State_STATE_RUNNING: StatusRunning,
+		kilnv1.State_STATE_COMPLETE: StatusComplete, kilnv1.State_STATE_FAILED: StatusFailed,
+	}[st.GetState()]
 }
 
 // CustomTrainerContainer is the training container of a job: what runs on each node.
@@ -150,7 +154,7 @@ func jobOf(j *kilnv1.TrainJob) *TrainJob {
 	st, spec := j.GetStatus(), j.GetSpec()
 	out := &TrainJob{
 		Name: j.GetName(), Namespace: j.GetNamespace(), Runtime: spec.GetRuntime(),
-		Status: statusOf[st.GetState()], Reason: st.GetReason(), Message: st.GetMessage(),
+		Status: statusOf(st), Reason: st.GetReason(), Message: st.GetMessage(),
 		NumNodes: spec.GetNodes(), CreationTimestamp: j.GetCreateTime().AsTime(),
 		StartTime:               timeOf(st.GetStartTime(), st.GetStartTime() != nil),
 		CompletionTime:          timeOf(st.GetCompletionTime(), st.GetCompletionTime() != nil),
@@ -312,11 +316,10 @@ type ListOptions struct {
 func (c *Client) ListJobs(ctx context.Context, o ListOptions) ([]*TrainJob, error) {
 	req := &kilnv1.ListTrainJobsRequest{Namespace: c.ns(o.Namespace), AllNamespaces: o.AllNamespaces, LabelSelector: o.LabelSelector, PageSize: 500}
 	for _, s := range o.Statuses {
-		st, err := stateOf(s)
-		if err != nil {
+		if err := checkStatus(s); err != nil {
 			return nil, fmt.Errorf("ListOptions.Statuses: %w", err)
 		}
-		req.States = append(req.States, st)
+		req.Statuses = append(req.Statuses, string(s))
 	}
 	var out []*TrainJob
 	for {
@@ -438,7 +441,7 @@ func (c *Client) WaitForJobStatus(ctx context.Context, name string, statuses []S
 		return nil, errors.New("WaitForJobStatus: name at least one status, e.g. kiln.StatusComplete")
 	}
 	for _, s := range statuses {
-		if _, err := stateOf(s); err != nil {
+		if err := checkStatus(s); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+
+	kilnv1 "github.com/kiln-ml/kiln/api/gen/kiln/v1"
 )
 
 // exchange is one call recorded from a real Kiln API server (sdk-gen/testdata/record.py).
@@ -261,5 +263,36 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := c.ListJobs(context.Background(), ListOptions{Statuses: []Status{"Done"}}); err == nil || err.Error() != `ListOptions.Statuses: status "Done": want one of Created, Queued, Running, Suspended, Complete, Failed` {
 		t.Errorf("ListJobs: %v", err)
+	}
+}
+
+func TestListJobsSendsStatusesInKubeflowsWords(t *testing.T) {
+	c, got := replay(t, nil, "list-denied")
+	if _, err := c.ListJobs(context.Background(), ListOptions{Statuses: []Status{StatusCreated, StatusRunning}}); !errors.Is(err, ErrPermissionDenied) {
+		t.Fatalf("ListJobs: %v", err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal((*got)[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{"Created", "Running"}, body["statuses"]); diff != "" || body["states"] != nil {
+		t.Errorf("request %s: statuses (-want +got):\n%s", (*got)[0].body, diff)
+	}
+}
+
+func TestStatusIsTheServers(t *testing.T) {
+	for _, tc := range []struct {
+		st   *kilnv1.TrainJobStatus
+		want Status
+	}{
+		{&kilnv1.TrainJobStatus{State: kilnv1.State_STATE_RUNNING, Status: "Created"}, StatusCreated},
+		{&kilnv1.TrainJobStatus{State: kilnv1.State_STATE_RUNNING, Status: "Running"}, StatusRunning},
+		// A server older than the field: its state says it.
+		{&kilnv1.TrainJobStatus{State: kilnv1.State_STATE_QUEUED}, StatusQueued},
+		{&kilnv1.TrainJobStatus{}, ""},
+	} {
+		if got := statusOf(tc.st); got != tc.want {
+			t.Errorf("statusOf(%v) = %q, want %q", tc.st, got, tc.want)
+		}
 	}
 }

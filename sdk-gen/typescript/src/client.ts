@@ -33,8 +33,8 @@ export type Status = "Created" | "Queued" | "Running" | "Suspended" | "Complete"
 
 export const STATUSES: readonly Status[] = ["Created", "Queued", "Running", "Suspended", "Complete", "Failed"];
 
-const statusOf: Record<State, Status> = {
-  [State.UNSPECIFIED]: "Created",
+/** A server older than TrainJobStatus.status says only the state: its status is that. */
+const statusOfState: Partial<Record<State, Status>> = {
   [State.QUEUED]: "Queued",
   [State.SUSPENDED]: "Suspended",
   [State.RUNNING]: "Running",
@@ -42,8 +42,8 @@ const statusOf: Record<State, Status> = {
   [State.FAILED]: "Failed",
 };
 
-function stateOf(s: string): State {
-  for (const [k, v] of Object.entries(statusOf)) if (v === s) return Number(k) as State;
+function checkStatus(s: string): Status {
+  if ((STATUSES as readonly string[]).includes(s)) return s as Status;
   throw new TypeError(`status ${s}: want one of ${STATUSES.join(", ")}`);
 }
 
@@ -307,7 +307,7 @@ export function jobOf(j: TrainJobMessage): TrainJob {
     name: j.name,
     namespace: j.namespace,
     runtime: j.spec?.runtime ?? "",
-    status: statusOf[st?.state ?? State.UNSPECIFIED] ?? "Created",
+    status: (st?.status as Status) || statusOfState[st?.state ?? State.UNSPECIFIED] || "Created",
     reason: st?.reason ?? "",
     message: st?.message ?? "",
     numNodes: j.spec?.nodes ?? 0,
@@ -503,7 +503,7 @@ export class TrainerClient {
 
   /** The jobs of a namespace (or of all you may list), ordered by namespace and name. */
   async listJobs(o: { namespace?: string; allNamespaces?: boolean; labelSelector?: string; status?: Status[] } = {}): Promise<TrainJob[]> {
-    const states = (o.status ?? []).map(stateOf);
+    const statuses = (o.status ?? []).map(checkStatus);
     const out: TrainJob[] = [];
     let pageToken = "";
     do {
@@ -512,7 +512,7 @@ export class TrainerClient {
           namespace: o.namespace || this.namespace,
           allNamespaces: o.allNamespaces ?? false,
           labelSelector: o.labelSelector ?? "",
-          states,
+          statuses,
           pageSize: 500,
           pageToken,
         }),
@@ -646,7 +646,7 @@ export class TrainerClient {
   ): Promise<TrainJob> {
     const wanted = Array.isArray(status) ? status : [status];
     if (wanted.length === 0) throw new TypeError(`status: name at least one of ${STATUSES.join(", ")}`);
-    wanted.forEach(stateOf);
+    wanted.forEach(checkStatus);
     const ns = o.namespace || this.namespace;
     const timeout = o.timeout ?? 600;
     const deadline = Date.now() + timeout * 1000;

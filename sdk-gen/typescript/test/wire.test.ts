@@ -118,6 +118,16 @@ test("errors: field violations, permission denied", async () => {
   });
 });
 
+test("listJobs sends statuses in the Kubeflow SDK's words, and refuses others", async () => {
+  await withReplay(["list-denied"], async (c, r) => {
+    await assert.rejects(c.listJobs({ status: ["Created", "Running"] }), (e: unknown) => e instanceof PermissionDeniedError);
+    const body = JSON.parse(r.received[0].body.toString());
+    assert.deepEqual(body.statuses, ["Created", "Running"]);
+    assert.equal(body.states, undefined);
+    await assert.rejects(c.listJobs({ status: ["Done" as never] }), /status Done: want one of Created, Queued, Running, Suspended, Complete, Failed/);
+  });
+});
+
 test("an unreachable server is unavailable", async () => {
   const c = new TrainerClient({ server: "http://127.0.0.1:9", token: "t", configFile: "/nonexistent/kiln.yaml" });
   await assert.rejects(c.listQueues(), (e: unknown) => e instanceof UnavailableError);

@@ -709,7 +709,11 @@ type TrainJobStatus struct {
 	// cluster is the worker cluster that Kueue's MultiKueue dispatched the job to (its
 	// MultiKueueCluster's name) while one holds it; empty for a job that runs on this cluster.
 	// Its pods, and their logs, are on that cluster.
-	Cluster       string `protobuf:"bytes,18,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Cluster string `protobuf:"bytes,18,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// status is the state in the Kubeflow SDK's words, which the SDKs report: "Created" (not yet
+	// running on all its training nodes, as Kubeflow counts it), "Running" (every node runs),
+	// "Complete", "Failed", and Kiln's own "Queued" and "Suspended".
+	Status        string `protobuf:"bytes,19,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -866,6 +870,13 @@ func (x *TrainJobStatus) GetPlacement() *Placement {
 func (x *TrainJobStatus) GetCluster() string {
 	if x != nil {
 		return x.Cluster
+	}
+	return ""
+}
+
+func (x *TrainJobStatus) GetStatus() string {
+	if x != nil {
+		return x.Status
 	}
 	return ""
 }
@@ -2295,7 +2306,11 @@ type ListTrainJobsRequest struct {
 	// page_size is at most 1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// page_token is a previous response's next_page_token, for the same query.
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// statuses keeps only jobs with one of these TrainJobStatus.status words (the Kubeflow SDK's
+	// "Created", "Running", "Complete", "Failed", and "Queued", "Suspended"); with states, a job
+	// must match both.
+	Statuses      []string `protobuf:"bytes,7,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2370,6 +2385,13 @@ func (x *ListTrainJobsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListTrainJobsRequest) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
 }
 
 type ListTrainJobsResponse struct {
@@ -4106,7 +4128,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x1c\n" +
 	"\tpreferred\x18\x02 \x01(\bR\tpreferred\x12\x1d\n" +
 	"\n" +
-	"node_label\x18\x03 \x01(\tR\tnodeLabel\"\xb6\a\n" +
+	"node_label\x18\x03 \x01(\tR\tnodeLabel\"\xce\a\n" +
 	"\x0eTrainJobStatus\x12$\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x0e.kiln.v1.StateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -4129,7 +4151,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\bprogress\x18\x0f \x01(\v2\x11.kiln.v1.ProgressR\bprogress\x12*\n" +
 	"\x11kept_log_attempts\x18\x10 \x03(\x05R\x0fkeptLogAttempts\x120\n" +
 	"\tplacement\x18\x11 \x01(\v2\x12.kiln.v1.PlacementR\tplacement\x12\x18\n" +
-	"\acluster\x18\x12 \x01(\tR\aclusterB\x1a\n" +
+	"\acluster\x18\x12 \x01(\tR\acluster\x12\x16\n" +
+	"\x06status\x18\x13 \x01(\tR\x06statusB\x1a\n" +
 	"\x18_active_deadline_secondsB\x1d\n" +
 	"\x1b_ttl_seconds_after_finished\"\x8c\x01\n" +
 	"\tPlacement\x12\x1a\n" +
@@ -4261,7 +4284,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x10include_manifest\x18\x03 \x01(\bR\x0fincludeManifest\"a\n" +
 	"\x13GetTrainJobResponse\x12.\n" +
 	"\ttrain_job\x18\x01 \x01(\v2\x11.kiln.v1.TrainJobR\btrainJob\x12\x1a\n" +
-	"\bmanifest\x18\x02 \x01(\tR\bmanifest\"\xe6\x01\n" +
+	"\bmanifest\x18\x02 \x01(\tR\bmanifest\"\x82\x02\n" +
 	"\x14ListTrainJobsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
 	"\x0eall_namespaces\x18\x02 \x01(\bR\rallNamespaces\x12%\n" +
@@ -4269,7 +4292,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x06states\x18\x04 \x03(\x0e2\x0e.kiln.v1.StateR\x06states\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"q\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\x12\x1a\n" +
+	"\bstatuses\x18\a \x03(\tR\bstatuses\"q\n" +
 	"\x15ListTrainJobsResponse\x120\n" +
 	"\n" +
 	"train_jobs\x18\x01 \x03(\v2\x11.kiln.v1.TrainJobR\ttrainJobs\x12&\n" +

@@ -671,6 +671,10 @@ class TrainJobStatus(Message):
     #: MultiKueueCluster's name) while one holds it; empty for a job that runs on this cluster.
     #: Its pods, and their logs, are on that cluster.
     cluster: str = ""
+    #: status is the state in the Kubeflow SDK's words, which the SDKs report: "Created" (not yet
+    #: running on all its training nodes, as Kubeflow counts it), "Running" (every node runs),
+    #: "Complete", "Failed", and Kiln's own "Queued" and "Suspended".
+    status: str = ""
 
 
 @dataclass
@@ -931,6 +935,10 @@ class ListTrainJobsRequest(Message):
     page_size: int = 0
     #: page_token is a previous response's next_page_token, for the same query.
     page_token: str = ""
+    #: statuses keeps only jobs with one of these TrainJobStatus.status words (the Kubeflow SDK's
+    #: "Created", "Running", "Complete", "Failed", and "Queued", "Suspended"); with states, a job
+    #: must match both.
+    statuses: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -1458,6 +1466,7 @@ TrainJobStatus._fields = (
     Field("kept_log_attempts", "keptLogAttempts", Kind.INT32, repeated=True),
     Field("placement", "placement", Kind.MESSAGE, ref=Placement),
     Field("cluster", "cluster", Kind.STRING),
+    Field("status", "status", Kind.STRING),
 )
 Placement._fields = (
     Field("topology", "topology", Kind.STRING),
@@ -1586,6 +1595,7 @@ ListTrainJobsRequest._fields = (
     Field("states", "states", Kind.ENUM, ref=State, repeated=True),
     Field("page_size", "pageSize", Kind.INT32),
     Field("page_token", "pageToken", Kind.STRING),
+    Field("statuses", "statuses", Kind.STRING, repeated=True),
 )
 ListTrainJobsResponse._fields = (
     Field("train_jobs", "trainJobs", Kind.MESSAGE, ref=TrainJob, repeated=True),
