@@ -51,6 +51,19 @@ spec:
 		Expect(kout).To(ContainSubstring(`Warning: LocalQueue "gpu-queue" does not exist in namespace default: the job waits until it is created. Queues there: "default"`))
 	})
 
+	It("warns of a job no node can run: a resource no node offers, more per pod than the largest node offers", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "deadend-nodes") // no LocalQueue: Kueue's quota does not speak for the nodes here
+		letCLIUserIn(ctx, ns)
+		_, errOut, code := kilnCLI("", "submit", "--dry-run", "-n", ns, "--runtime", "torch-distributed", "--name", "deadend-big",
+			"--gpus-per-node", "64", "--", "python", "x.py")
+		Expect(code).To(Equal(0), errOut)
+		Expect(errOut).To(ContainSubstring("Warning: each pod of node asks for 64 nvidia.com/gpu, more than any node offers (at most "))
+		_, errOut, code = kilnCLI("", "submit", "--dry-run", "-n", ns, "--runtime", "torch-distributed", "--name", "deadend-mig",
+			"--gpu-resource", "nvidia.com/mig-1g.5gb", "--gpus-per-node", "1", "--", "python", "x.py")
+		Expect(code).To(Equal(0), errOut)
+		Expect(errOut).To(ContainSubstring("Warning: no node offers nvidia.com/mig-1g.5gb, of which each pod of node asks for 1: its pods would stay Pending"))
+	})
+
 	It("gives a job whose LocalQueue does not exist no place in line, and says why", func(ctx SpecContext) {
 		// kubectl may create it (with the warning above); kiln describe must not contradict itself.
 		tj := kilntesting.MakeTrainJob("deadend-ghost-queue", "default").Queue("ghost-queue").Command("python", "x.py").Obj()

@@ -111,13 +111,13 @@ var _ = JustAfterEach(func(ctx context.Context) {
 	}
 })
 
-// newNamespace creates a namespace for one spec and deletes it afterwards.
 // letCLIUserIn lets the CLI's user (the local platform's demo user) train in namespace ns.
 func letCLIUserIn(ctx context.Context, ns string) {
 	GinkgoHelper()
 	Expect(k8s.Create(ctx, platform.Binding("RoleBinding", ns, platform.DemoUser, "kiln-user", platform.DemoNamespace, platform.DemoUser))).To(Succeed())
 }
 
+// newNamespace creates a namespace for one spec and deletes it afterwards.
 func newNamespace(ctx context.Context, prefix string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	Expect(k8s.Create(ctx, ns)).To(Succeed())

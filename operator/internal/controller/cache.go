@@ -38,6 +38,8 @@ func CacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&jobsetv1alpha2.JobSet{}: {Transform: chain(cache.TransformStripManagedFields(), stripReplicatedJobs, internJobSet)},
 			&trainer.TrainJob{}:      {Transform: chain(keepSuspendOwners, internTrainJob)},
+			// Of a node, what it offers (the webhook's advice): the rest of a node is most of it.
+			&corev1.Node{}: {Transform: keepAllocatable},
 			// Only the pods whose logs are kept (attemptlogs), and of them what it reads.
 			&corev1.Pod{}: {
 				Label:     labels.SelectorFromSet(labels.Set{kiln.LabelKeepLogs: "true"}),
@@ -45,6 +47,17 @@ func CacheOptions() cache.Options {
 			},
 		},
 	}
+}
+
+// keepAllocatable keeps of a node its name and allocatable resources.
+func keepAllocatable(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+			Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
+		}, nil
+	}
+	return obj, nil
 }
 
 // stripPodSpec keeps of a pod's spec its node and its containers' names.

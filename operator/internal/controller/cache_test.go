@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -143,5 +144,33 @@ func TestInternedStrings(t *testing.T) {
 	same("condition type", x.Status.Conditions[0].Type, y.Status.Conditions[0].Type)
 	if !reflect.DeepEqual(x, jobSet()) {
 		t.Fatalf("the JobSet changed: %+v", x)
+	}
+}
+
+func TestNodesKeepWhatTheyOffer(t *testing.T) {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"zone": "a"}, Annotations: map[string]string{"big": "x"}},
+		Spec:       corev1.NodeSpec{PodCIDR: "100.64.0.0/24"},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+			Images:      []corev1.ContainerImage{{Names: []string{"a-large-image"}, SizeBytes: 1 << 30}},
+		},
+	}
+	var transform func(any) (any, error)
+	for obj, by := range CacheOptions().ByObject {
+		if _, ok := obj.(*corev1.Node); ok {
+			transform = by.Transform
+		}
+	}
+	got, err := transform(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", UID: "u1", ResourceVersion: "7"},
+		Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cached node %+v, want %+v", got, want)
 	}
 }

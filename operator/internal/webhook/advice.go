@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -33,6 +34,7 @@ import (
 // cluster would cost more than the reads).
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=localqueues;clusterqueues;cohorts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // maxListed is how many names a warning lists before "and N more".
 const maxListed = 8
@@ -46,7 +48,63 @@ func (v *Validator) advise(ctx context.Context, tj *trainer.TrainJob, res *rende
 	out = append(out, v.adviseQueue(ctx, tj, res.JobSet)...)
 	out = append(out, v.adviseReferences(ctx, tj, res)...)
 	out = append(out, adviseCommand(tj, res.JobSet)...)
+	out = append(out, v.adviseNodes(ctx, tj, res.JobSet)...)
 	return out
+}
+
+// adviseNodes warns when a job that no Kueue queue admits asks, per pod, for more of a
+// resource than any node offers (a GPU on a CPU-only cluster, "gpu" misspelt): its pods would
+// stay Pending with no word to the job's owner. Kueue's quota stands in for the nodes of a
+// queued job (adviseQueue), which may run on another cluster. Nodes come from the cache,
+// which keeps of each only what it offers; a cluster with no node yet (one an autoscaler
+// grows from zero) is not warned of.
+func (v *Validator) adviseNodes(ctx context.Context, tj *trainer.TrainJob, js *jobsetv1alpha2.JobSet) []string {
+	if tj.Labels[trainer.KueueQueueNameLabel] != "" {
+		return nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := v.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).V(1).Info("no advice on nodes: listing them failed", "error", err.Error())
+		return nil
+	}
+	if len(nodes.Items) == 0 {
+		return nil
+	}
+	most := corev1.ResourceList{} // the most of each resource that one node offers
+	for _, n := range nodes.Items {
+		for name, q := range n.Status.Allocatable {
+			if cur, ok := most[name]; !ok || q.Cmp(cur) > 0 {
+				most[name] = q
+			}
+		}
+	}
+	var out []string
+	for _, rj := range js.Spec.ReplicatedJobs {
+		asked := podRequests(&rj.Template.Spec.Template.Spec)
+		for _, name := range slices.Sorted(maps.Keys(asked)) {
+			q := asked[name]
+			m, offered := most[name]
+			switch {
+			case q.IsZero():
+			case !offered:
+				out = append(out, fmt.Sprintf("no node offers %s, of which each pod of %s asks for %s: its pods would stay Pending until a node with it joins. Ask for what the nodes offer (%s), or add nodes that offer it",
+					name, rj.Name, q.String(), suggest.List(resourceNames(most), maxListed)))
+			case q.Cmp(m) > 0:
+				out = append(out, fmt.Sprintf("each pod of %s asks for %s %s, more than any node offers (at most %s): its pods would stay Pending until a larger node joins. Ask for less per node (and more nodes), or add larger nodes",
+					rj.Name, q.String(), name, m.String()))
+			}
+		}
+	}
+	return out
+}
+
+func resourceNames(l corev1.ResourceList) []string {
+	names := make([]string, 0, len(l))
+	for name := range l {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // adviseQueue warns when the job's LocalQueue does not exist, or when its ClusterQueue can
