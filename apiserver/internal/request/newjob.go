@@ -182,6 +182,7 @@ func resourceList(in map[string]string, p *field.Path) (corev1.ResourceList, fie
 	}
 	var errs field.ErrorList
 	out := corev1.ResourceList{}
+	given := map[corev1.ResourceName]string{} // what each resource was called in the request
 	names := make([]string, 0, len(in))
 	for k := range in {
 		names = append(names, k)
@@ -203,9 +204,35 @@ func resourceList(in map[string]string, p *field.Path) (corev1.ResourceList, fie
 			errs = append(errs, field.Invalid(kp, v, "must not be negative"))
 			continue
 		}
-		out[corev1.ResourceName(name)] = q
+		rn := resourceName(name)
+		if first, ok := given[rn]; ok {
+			errs = append(errs, field.Duplicate(kp, fmt.Sprintf("%s is %s, already given as %s: give it once", name, rn, first)))
+			continue
+		}
+		given[rn] = name
+		out[rn] = q
 	}
 	return out, errs
+}
+
+// resourceName spells a resource as Kubernetes does from the Kubeflow SDK's spelling, as that
+// SDK normalises it: the standard names in any case ("CPU"), "gpu" for nvidia.com/gpu,
+// "storage" for ephemeral-storage, "mig-<profile>" for nvidia.com/mig-<profile>. Any other
+// extended resource keeps its case.
+func resourceName(name string) corev1.ResourceName {
+	lower := strings.ToLower(name)
+	switch lower {
+	case "cpu", "memory", "ephemeral-storage":
+		return corev1.ResourceName(lower)
+	case "gpu":
+		return "nvidia.com/gpu"
+	case "storage":
+		return corev1.ResourceEphemeralStorage
+	}
+	if strings.HasPrefix(lower, "mig-") {
+		return corev1.ResourceName("nvidia.com/" + lower)
+	}
+	return corev1.ResourceName(name)
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -1,6 +1,7 @@
 package request
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,24 +56,45 @@ func TestNewTrainJob(t *testing.T) {
 	}
 }
 
+// Resources spelt as the Kubeflow SDK spells them are Kubernetes' names.
+func TestResourcesInKubeflowsSpelling(t *testing.T) {
+	in := &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ResourcesPerNode: &kilnv1.Resources{Limits: map[string]string{
+		"gpu": "1", "CPU": "2", "Memory": "4Gi", "storage": "10Gi", "mig-1g.5gb": "1", "example.com/Custom-NPU": "1",
+	}}}}
+	tj, errs := NewTrainJob("team", in, field.NewPath("train_job"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for name, q := range tj.Spec.Trainer.ResourcesPerNode.Limits {
+		got = append(got, string(name)+"="+q.String())
+	}
+	slices.Sort(got)
+	want := []string{"cpu=2", "ephemeral-storage=10Gi", "example.com/Custom-NPU=1", "memory=4Gi", "nvidia.com/gpu=1", "nvidia.com/mig-1g.5gb=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("limits %q, want %q", got, want)
+	}
+}
+
 func TestNewTrainJobErrors(t *testing.T) {
 	cases := map[string]struct {
 		in        *kilnv1.NewTrainJob
 		wantField string
 		wantText  string
 	}{
-		"no name":         {in: &kilnv1.NewTrainJob{Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.name", wantText: "generate_name"},
-		"bad name":        {in: &kilnv1.NewTrainJob{Name: "My_Job", Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.name", wantText: "lower case"},
-		"no spec":         {in: &kilnv1.NewTrainJob{Name: "a"}, wantField: "train_job.spec", wantText: "runtime"},
-		"no runtime":      {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{}}, wantField: "train_job.spec.runtime", wantText: "kiln runtimes list"},
-		"negative nodes":  {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Nodes: -1}}, wantField: "train_job.spec.nodes", wantText: "at least 1"},
-		"bad quantity":    {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ResourcesPerNode: &kilnv1.Resources{Requests: map[string]string{"memory": "lots"}}}}, wantField: "train_job.spec.resources_per_node.requests[memory]", wantText: "16Gi"},
-		"bad env name":    {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Env: []*kilnv1.EnvVar{{Name: "1X"}}}}, wantField: "train_job.spec.env[0].name", wantText: "environment variable"},
-		"zero deadline":   {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ActiveDeadlineSeconds: ptr.To[int64](0)}}, wantField: "train_job.spec.active_deadline_seconds", wantText: "at least 1"},
-		"negative ttl":    {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", TtlSecondsAfterFinished: ptr.To[int32](-1)}}, wantField: "train_job.spec.ttl_seconds_after_finished", wantText: "at least 0"},
-		"bad queue":       {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Queue: "a b"}}, wantField: "train_job.spec.queue", wantText: "alphanumeric"},
-		"name and prefix": {in: &kilnv1.NewTrainJob{Name: "a", GenerateName: "b-", Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.generate_name", wantText: "not both"},
-		"long prefix":     {in: &kilnv1.NewTrainJob{GenerateName: strings.Repeat("a", 60), Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.generate_name", wantText: "58"},
+		"no name":          {in: &kilnv1.NewTrainJob{Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.name", wantText: "generate_name"},
+		"bad name":         {in: &kilnv1.NewTrainJob{Name: "My_Job", Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.name", wantText: "lower case"},
+		"no spec":          {in: &kilnv1.NewTrainJob{Name: "a"}, wantField: "train_job.spec", wantText: "runtime"},
+		"no runtime":       {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{}}, wantField: "train_job.spec.runtime", wantText: "kiln runtimes list"},
+		"negative nodes":   {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Nodes: -1}}, wantField: "train_job.spec.nodes", wantText: "at least 1"},
+		"bad quantity":     {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ResourcesPerNode: &kilnv1.Resources{Requests: map[string]string{"memory": "lots"}}}}, wantField: "train_job.spec.resources_per_node.requests[memory]", wantText: "16Gi"},
+		"a resource twice": {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ResourcesPerNode: &kilnv1.Resources{Limits: map[string]string{"gpu": "1", "nvidia.com/gpu": "2"}}}}, wantField: "train_job.spec.resources_per_node.limits[nvidia.com/gpu]", wantText: "nvidia.com/gpu is nvidia.com/gpu, already given as gpu: give it once"},
+		"bad env name":     {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Env: []*kilnv1.EnvVar{{Name: "1X"}}}}, wantField: "train_job.spec.env[0].name", wantText: "environment variable"},
+		"zero deadline":    {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", ActiveDeadlineSeconds: ptr.To[int64](0)}}, wantField: "train_job.spec.active_deadline_seconds", wantText: "at least 1"},
+		"negative ttl":     {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", TtlSecondsAfterFinished: ptr.To[int32](-1)}}, wantField: "train_job.spec.ttl_seconds_after_finished", wantText: "at least 0"},
+		"bad queue":        {in: &kilnv1.NewTrainJob{Name: "a", Spec: &kilnv1.TrainJobSpec{Runtime: "r", Queue: "a b"}}, wantField: "train_job.spec.queue", wantText: "alphanumeric"},
+		"name and prefix":  {in: &kilnv1.NewTrainJob{Name: "a", GenerateName: "b-", Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.generate_name", wantText: "not both"},
+		"long prefix":      {in: &kilnv1.NewTrainJob{GenerateName: strings.Repeat("a", 60), Spec: &kilnv1.TrainJobSpec{Runtime: "r"}}, wantField: "train_job.generate_name", wantText: "58"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -429,7 +429,9 @@ type TrainJobSpec struct {
 	Env     []*EnvVar `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
 	// nodes is the number of training nodes (pods); 0 takes the runtime's.
 	Nodes int32 `protobuf:"varint,7,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	// resources_per_node of the training container; GPUs are "nvidia.com/gpu".
+	// resources_per_node of the training container; GPUs are "nvidia.com/gpu". Names may be
+	// spelt as the Kubeflow SDK spells them: "CPU", "gpu", "storage" (ephemeral-storage),
+	// "mig-1g.5gb" (nvidia.com/mig-1g.5gb).
 	ResourcesPerNode *Resources `protobuf:"bytes,8,opt,name=resources_per_node,json=resourcesPerNode,proto3" json:"resources_per_node,omitempty"`
 	// procs_per_node is the number of processes per node; 0 takes the runtime's.
 	ProcsPerNode int32 `protobuf:"varint,9,opt,name=procs_per_node,json=procsPerNode,proto3" json:"procs_per_node,omitempty"`

@@ -592,7 +592,9 @@ class TrainJobSpec(Message):
     env: List[EnvVar] = field(default_factory=list)
     #: nodes is the number of training nodes (pods); 0 takes the runtime's.
     nodes: int = 0
-    #: resources_per_node of the training container; GPUs are "nvidia.com/gpu".
+    #: resources_per_node of the training container; GPUs are "nvidia.com/gpu". Names may be
+    #: spelt as the Kubeflow SDK spells them: "CPU", "gpu", "storage" (ephemeral-storage),
+    #: "mig-1g.5gb" (nvidia.com/mig-1g.5gb).
     resources_per_node: Optional[Resources] = None
     #: procs_per_node is the number of processes per node; 0 takes the runtime's.
     procs_per_node: int = 0

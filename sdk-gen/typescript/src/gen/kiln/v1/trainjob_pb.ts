@@ -172,7 +172,9 @@ export type TrainJobSpec = Message<"kiln.v1.TrainJobSpec"> & {
   nodes: number;
 
   /**
-   * resources_per_node of the training container; GPUs are "nvidia.com/gpu".
+   * resources_per_node of the training container; GPUs are "nvidia.com/gpu". Names may be
+   * spelt as the Kubeflow SDK spells them: "CPU", "gpu", "storage" (ephemeral-storage),
+   * "mig-1g.5gb" (nvidia.com/mig-1g.5gb).
    *
    * @generated from field: kiln.v1.Resources resources_per_node = 8;
    */
