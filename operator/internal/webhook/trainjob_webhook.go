@@ -60,10 +60,11 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, preserveFor []string) error
 		Handler:      schemaFirst{next: newDefaulting(mgr.GetScheme(), &Defaulter{clock: clk, preserveFor: preserveFor, runtimes: mgr.GetClient()})},
 		RecoverPanic: ptr.To(true),
 	})
-	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader()})
+	who := &callers{c: mgr.GetClient()}
+	validator := admission.WithValidator[*trainer.TrainJob](mgr.GetScheme(), &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader(), callers: who})
 	validator.RecoverPanic = ptr.To(true)
 	srv.Register(ValidatePath, validator)
-	cron := admission.WithValidator[*kiln.CronTrainJob](mgr.GetScheme(), &CronValidator{jobs: &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader()}})
+	cron := admission.WithValidator[*kiln.CronTrainJob](mgr.GetScheme(), &CronValidator{jobs: &Validator{client: mgr.GetClient(), live: mgr.GetAPIReader(), callers: who}})
 	cron.RecoverPanic = ptr.To(true)
 	srv.Register(CronValidatePath, cron)
 	return nil
@@ -164,6 +165,8 @@ type Validator struct {
 	// live reads past the cache: a runtime created a moment before its first job (one
 	// kubectl apply of both) may not be in the cache yet.
 	live client.Reader
+	// callers asks the apiserver what a caller may do (nil: nothing is asked).
+	callers *callers
 }
 
 // ValidateCreate checks a new TrainJob against its runtime.
@@ -178,7 +181,7 @@ func (v *Validator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (a
 	if rt != nil && len(errs) == 0 {
 		var res *render.Result
 		if res, errs = validateRendering(tj, rt); res != nil && len(errs) == 0 {
-			if errs = v.validatePodSecurity(ctx, tj, res.JobSet); len(errs) == 0 {
+			if errs = append(v.validatePodSecurity(ctx, tj, res.JobSet), v.validateServiceAccount(ctx, tj, res.JobSet)...); len(errs) == 0 {
 				warnings = v.advise(ctx, tj, res)
 			}
 		}
@@ -205,7 +208,7 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, tj *trainer.TrainJo
 			if len(errs) == 0 {
 				var res *render.Result
 				if res, errs = validateRendering(tj, rt); res != nil && len(errs) == 0 {
-					errs = v.validatePodSecurity(ctx, tj, res.JobSet)
+					errs = append(v.validatePodSecurity(ctx, tj, res.JobSet), v.validateServiceAccount(ctx, tj, res.JobSet)...)
 				}
 			}
 		} else {
