@@ -31,17 +31,20 @@ import (
 // and who the operator itself is.
 type callers struct {
 	c    client.Client
-	once sync.Once
+	mu   sync.Mutex
 	self string
 }
 
+// operator is the operator's own user name, asked once it is needed (again after a failure).
 func (c *callers) operator(ctx context.Context) string {
-	c.once.Do(func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.self == "" {
 		review := &authenticationv1.SelfSubjectReview{}
 		if err := c.c.Create(ctx, review); err == nil {
 			c.self = review.Status.UserInfo.Username
 		}
-	})
+	}
 	return c.self
 }
 
