@@ -144,7 +144,12 @@ func (p *Platform) applyQueues(ctx context.Context, cs *cluster.Clients) error {
 	if err := p.applyWhenKueueServes(ctx, cs, objs); err != nil {
 		return fmt.Errorf("creating Kueue queues: %w", err)
 	}
-	p.logf("kueue: ResourceFlavors %s and %s, ClusterQueue %s, LocalQueue %s/%s", FlavorGPU, FlavorSpot, ClusterQueueName, DefaultNamespace, DefaultLocalQueue)
+	// The namespace the queues serve enforces Pod Security's baseline, as the chart's
+	// defaultQueues.localQueue.podSecurity does.
+	if err := cs.Apply(ctx, PodSecurityLabels(DefaultNamespace, PodSecurityBaseline)); err != nil {
+		return fmt.Errorf("labelling namespace %s for Pod Security: %w", DefaultNamespace, err)
+	}
+	p.logf("kueue: ResourceFlavors %s and %s, ClusterQueue %s, LocalQueue %s/%s (Pod Security: %s)", FlavorGPU, FlavorSpot, ClusterQueueName, DefaultNamespace, DefaultLocalQueue, PodSecurityBaseline)
 	if p.TASNodes() > 0 {
 		p.logf("kueue: Topology %s (block, rack, host), ResourceFlavor %s, ClusterQueue %s, LocalQueue %s/%s", TopologyName, FlavorTAS, TASClusterQueue, DefaultNamespace, TASLocalQueue)
 	}
@@ -163,4 +168,18 @@ func (p *Platform) applyWhenKueueServes(ctx context.Context, cs *cluster.Clients
 		return errors.Join(err, last)
 	}
 	return nil
+}
+
+// PodSecurityBaseline is the Pod Security admission level the local platform enforces on the
+// namespace its queues serve.
+const PodSecurityBaseline = "baseline"
+
+// PodSecurityLabels is namespace ns as applied to enforce Pod Security admission's level on it.
+func PodSecurityLabels(ns, level string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": ns, "labels": map[string]any{
+			"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/enforce-version": "latest",
+		}},
+	}}
 }

@@ -5,6 +5,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
 
 // escalation is a TrainJob whose one runtime patch sets the "node" pods' spec to podSpec.
@@ -47,5 +49,15 @@ var _ = Describe("A kiln-user tenant", Label(chartMode), func() {
 			Expect(code).NotTo(Equal(0), "%s exists", tc.name)
 			Expect(errOut).To(ContainSubstring("not found"), tc.name)
 		}
+	})
+
+	It("trains in a namespace that enforces Pod Security's baseline, so no pod there takes the node", func() {
+		out, err := kubectl(`apiVersion: v1
+kind: Pod
+metadata: {name: psa-probe}
+spec: {containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}
+`, "create", "--dry-run=server", "-n", platform.DefaultNamespace, "-f", "-")
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(`violates PodSecurity "baseline:latest": privileged`))
 	})
 })

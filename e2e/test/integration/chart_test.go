@@ -368,10 +368,25 @@ var _ = Describe("The Helm chart", func() {
 		for _, q := range queues {
 			names = append(names, q.GetKind()+" "+q.GetNamespace()+"/"+q.GetName())
 		}
-		Expect(names).To(Equal([]string{"ResourceFlavor /default-flavor", "ClusterQueue /cluster-queue", "LocalQueue team-a/user-queue", "LocalQueue team-b/user-queue"}))
+		Expect(names).To(Equal([]string{"ResourceFlavor /default-flavor", "ClusterQueue /cluster-queue", "LocalQueue team-a/user-queue", "LocalQueue team-b/user-queue",
+			"Namespace /team-a", "Namespace /team-b"}))
 		quota, _, _ := unstructured.NestedSlice(queues[1].Object, "spec", "resourceGroups")
 		Expect(quota[0]).To(HaveKeyWithValue("coveredResources", ConsistOf("cpu", "memory", "nvidia.com/gpu")))
 		Expect(fmt.Sprint(quota[0])).To(ContainSubstring("nominalQuota:16"))
+		Expect(queues[4].GetLabels()).To(Equal(map[string]string{"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest"}),
+			"Pod Security's baseline on the namespaces the queues serve, by default")
+		Expect(fmt.Sprint(find(objs, "ClusterRole", "kiln-queues").Object["rules"])).To(ContainSubstring("namespaces"))
+
+		By("restricted, or nothing")
+		objs, out, err = helmTemplate("kiln-system", "defaultQueues.enabled=true", "defaultQueues.localQueue.podSecurity=restricted")
+		Expect(err).NotTo(HaveOccurred(), out)
+		data, _, _ = unstructured.NestedString(find(objs, "ConfigMap", "kiln-queues").Object, "data", "queues.yaml")
+		Expect(data).To(ContainSubstring("pod-security.kubernetes.io/enforce: restricted"))
+		objs, out, err = helmTemplate("kiln-system", "defaultQueues.enabled=true", "defaultQueues.localQueue.podSecurity=")
+		Expect(err).NotTo(HaveOccurred(), out)
+		data, _, _ = unstructured.NestedString(find(objs, "ConfigMap", "kiln-queues").Object, "data", "queues.yaml")
+		Expect(data).NotTo(ContainSubstring("kind: Namespace"))
+		Expect(fmt.Sprint(find(objs, "ClusterRole", "kiln-queues").Object["rules"])).NotTo(ContainSubstring("namespaces"))
 	})
 
 	It("makes a MultiKueue manager dispatch its default queues to the workers it names", func() {
@@ -550,6 +565,7 @@ var _ = Describe("The Helm chart", func() {
 			"kueue.install=maybe":                            "/kueue/install",
 			"defaultQueues.clusterQueue.resources.cpu=lots":  "/defaultQueues/clusterQueue/resources/cpu",
 			"defaultQueues.localQueue.namespaces={Team_A}":   "/defaultQueues/localQueue/namespaces/0",
+			"defaultQueues.localQueue.podSecurity=strict":    "/defaultQueues/localQueue/podSecurity",
 			"operater.replicas=2":                            "additional properties 'operater' not allowed",
 			"operator.replicas=two":                          "/operator/replicas",
 			"operator.webhook.port=0":                        "/operator/webhook/port",

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,10 +89,14 @@ func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructur
 	return nil
 }
 
-// Delete deletes objs in reverse order; objects or kinds that are gone are no error.
+// Delete deletes objs in reverse order; objects or kinds that are gone are no error. A
+// Namespace is kept: the manifests only label one, which is the cluster's.
 func Delete(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	var errs []error
 	for i := len(objs) - 1; i >= 0; i-- {
+		if objs[i].GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+			continue
+		}
 		err := c.Delete(ctx, objs[i].DeepCopy())
 		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			errs = append(errs, fmt.Errorf("deleting %s %s: %w", objs[i].GetKind(), describe(objs[i]), err))

@@ -1,12 +1,19 @@
 package manifests
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestRead(t *testing.T) {
@@ -51,5 +58,30 @@ func TestRead(t *testing.T) {
 				t.Errorf("Read() names (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The pre-delete hook deletes what the manifests made, never a namespace they label.
+func TestDeleteKeepsNamespaces(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "queue"}}
+	c := fake.NewClientBuilder().WithObjects(ns, cm).Build()
+	var objs []*unstructured.Unstructured
+	for _, o := range []client.Object{cm, ns} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind(map[bool]string{true: "Namespace", false: "ConfigMap"}[o == client.Object(ns)])
+		u.SetNamespace(o.GetNamespace())
+		u.SetName(o.GetName())
+		objs = append(objs, u)
+	}
+	if err := Delete(context.Background(), c, objs); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{}); err != nil {
+		t.Errorf("the namespace: %v, want it kept", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap: %v, want it deleted", err)
 	}
 }
