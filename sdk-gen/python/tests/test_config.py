@@ -84,5 +84,129 @@ class ConfigTest(unittest.TestCase):
                 config.load(self.path)
 
 
+KUBECONFIG = """\
+apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: LS0tLS1CRUdJTi==
+    server: https://127.0.0.1:6443
+  name: kind-kiln
+contexts:
+- context:
+    cluster: kind-kiln
+    namespace: team-a
+    user: alice
+  name: kind-kiln
+- context: {cluster: kind-kiln, user: robot}
+  name: robot
+- context:
+    cluster: kind-kiln
+    user: eks
+  name: eks
+current-context: kind-kiln
+kind: Config
+preferences: {}
+users:
+- name: alice
+  user:
+    token: "alice-token"
+- name: robot
+  user:
+    tokenFile: /var/run/robot/token
+- name: eks
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: @PYTHON@
+      args: ["-c", "import json, os; print(json.dumps({'status': {'token': 'exec-' + os.environ['WHO']}}))"]
+      env:
+      - name: WHO
+        value: bob
+"""
+
+
+class KubeconfigTest(unittest.TestCase):
+    """A user with only a kubeconfig (the Kubeflow SDK's KubernetesBackendConfig) reaches Kiln."""
+
+    def setUp(self) -> None:
+        import sys
+
+        self.dir = tempfile.TemporaryDirectory()
+        self.kubeconfig = os.path.join(self.dir.name, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write(KUBECONFIG.replace("@PYTHON@", sys.executable))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_") and k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+        env.update({"KILN_CONFIG": os.path.join(self.dir.name, "none.yaml"), "KUBECONFIG": self.kubeconfig})
+        self.env = mock.patch.dict(os.environ, env, clear=True)
+        self.env.start()
+
+    def tearDown(self) -> None:
+        self.env.stop()
+        self.dir.cleanup()
+
+    def test_yaml_as_kubectl_writes_it(self) -> None:
+        doc = config.parse_yaml(KUBECONFIG.replace("@PYTHON@", "py"))
+        self.assertEqual(doc["contexts"][1], {"context": {"cluster": "kind-kiln", "user": "robot"}, "name": "robot"})
+        self.assertEqual(doc["users"][2]["user"]["exec"]["env"], [{"name": "WHO", "value": "bob"}])
+        self.assertEqual((doc["preferences"], doc["current-context"]), ({}, "kind-kiln"))
+        self.assertEqual(config.parse_yaml('{"a": [1, {"b": null}]}'), {"a": [1, {"b": None}]})
+        self.assertEqual(config.parse_yaml("a:\n  - x\n  - [1, 'two', true]\nb: ~\n"), {"a": ["x", [1, "two", True]], "b": None})
+        with self.assertRaisesRegex(config.ConfigError, r"kc:2: .*block scalars"):
+            config.parse_yaml("a: 1\nb: |\n  text\n", "kc")
+
+    def test_token_and_namespace_of_a_context(self) -> None:
+        self.assertEqual(config.kube_credentials(), config.KubeCredentials("alice-token", "", "team-a", "kubeconfig context 'kind-kiln'"))
+        self.assertEqual(config.kube_credentials(context="robot").token_file, "/var/run/robot/token")
+        self.assertEqual(config.kube_credentials(self.kubeconfig, "eks").token, "exec-bob")
+        with self.assertRaisesRegex(config.ConfigError, r"no context 'nope' \(it has eks, kind-kiln, robot\)"):
+            config.kube_credentials(context="nope")
+        with self.assertRaisesRegex(config.ConfigError, r"kubeconfig /missing: no such file"):
+            config.kube_credentials("/missing")
+
+    def test_the_server_from_the_environment(self) -> None:
+        with self.assertRaisesRegex(config.ConfigError, r"no Kiln API server configured: set KILN_API_SERVER \(or KILN_SERVER\)"):
+            config.resolve_kubernetes()
+        os.environ["KILN_API_SERVER"] = "https://kiln.example.com"
+        c = config.resolve_kubernetes()
+        self.assertEqual((c.server, c.token, c.namespace), ("https://kiln.example.com", "alice-token", "team-a"))
+        c = config.resolve_kubernetes("ml", context="eks")
+        self.assertEqual((c.token, c.namespace), ("exec-bob", "ml"))
+        os.environ["KILN_SERVER"] = "https://other.example.com"  # the CLI's variable wins
+        self.assertEqual(config.resolve_kubernetes().server, "https://other.example.com")
+
+    def test_a_kiln_configuration_keeps_its_token_unless_a_kubeconfig_is_named(self) -> None:
+        path = os.path.join(self.dir.name, "kiln.yaml")
+        with open(path, "w") as f:
+            f.write("current-context: k\ncontexts:\n- name: k\n  server: https://kiln.local\n  token: kiln-token\n")
+        c = config.resolve_kubernetes(kiln_config=path)
+        self.assertEqual((c.server, c.token, c.namespace), ("https://kiln.local", "kiln-token", "team-a"))
+        self.assertEqual(config.resolve_kubernetes(context="robot", kiln_config=path).token_file, "/var/run/robot/token")
+        token = type("Configuration", (), {"api_key": {"authorization": "Bearer cfg-token"}, "api_key_prefix": {}})()
+        self.assertEqual(config.resolve_kubernetes(client_configuration=token, kiln_config=path).token, "cfg-token")
+        os.environ["KILN_TOKEN"] = "env-token"
+        self.assertEqual(config.resolve_kubernetes(context="robot", kiln_config=path).token, "env-token")
+
+    def test_in_a_pod_the_service_account(self) -> None:
+        sa = os.path.join(self.dir.name, "sa")
+        os.makedirs(sa)
+        for name, text in (("token", "pod-token"), ("namespace", "jobs")):
+            with open(os.path.join(sa, name), "w") as f:
+                f.write(text)
+        os.environ.update({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KILN_API_SERVER": "http://kiln-apiserver.kiln-system.svc:8080"})
+        del os.environ["KUBECONFIG"]
+        with mock.patch.object(config, "SERVICE_ACCOUNT_DIR", sa):
+            c = config.resolve_kubernetes()
+        self.assertEqual((c.token, c.token_file, c.namespace), ("", os.path.join(sa, "token"), "jobs"))
+
+    def test_the_client_from_a_kubeconfig_alone(self) -> None:
+        import kiln
+
+        os.environ["KILN_API_SERVER"] = "http://127.0.0.1:9"
+        c = kiln.TrainerClient(kiln.KubernetesBackendConfig(config_file=self.kubeconfig, context="robot", namespace="ml"))
+        self.assertEqual((c.server, c.namespace, c._transport._token_file), ("http://127.0.0.1:9", "ml", "/var/run/robot/token"))
+        c = kiln.TrainerClient()
+        self.assertEqual((c.namespace, c._transport._token), ("team-a", "alice-token"))
+
+
 if __name__ == "__main__":
     unittest.main()
