@@ -105,7 +105,7 @@ test-e2e-chart: ## The e2e suite against Kiln installed by its Helm chart on the
 	$(MAKE) test-e2e KILN_INSTALL=chart
 
 .PHONY: test-unit
-test-unit: $(SDK_TS_DIST) $(CONSOLE_DEPS) ## Unit tests (no cluster), the SDKs' included (wire format against recorded exchanges).
+test-unit: $(SDK_TS_DIST) $(CONSOLE_DEPS) python-torch ## Unit tests (no cluster), the SDKs' included (wire format against recorded exchanges).
 	go test -count=1 $$(go list $(addprefix ./,$(addsuffix /...,$(GO_MODULES))) | grep -v -e /test/integration -e /test/e2e -e /test/multicluster)
 	cd sdk-gen/python && python3 -m unittest discover -s tests -t .
 	@# The SDK promises Python 3.9 or newer: test the oldest too where the machine has it.

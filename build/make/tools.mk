@@ -19,6 +19,12 @@ apt_install = @{ $(1); } >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONT
 node-host-packages:
 	$(call apt_install,command -v iptables-restore && command -v conntrack && command -v nft,iptables conntrack nftables)
 
+# Debian's PyTorch for the system Python: the Python SDK's local backend runs its DDP example
+# with it (the SDK tests find the interpreter that imports torch).
+.PHONY: python-torch
+python-torch:
+	$(call apt_install,/usr/bin/python3 -c 'import torch',--no-install-recommends python3-torch)
+
 # Headless Chromium for the console's browser tests: Debian's package (nothing downloads a browser).
 .PHONY: chromium
 chromium:
