@@ -76,6 +76,11 @@ STEP = "node-0"
 #: The namespace local jobs report (there is none; errors name jobs namespace/name).
 NAMESPACE = "local"
 
+# Whole lines reach the shared log as they are printed: unbuffered (PYTHONUNBUFFERED, as many
+# shells and CI set it), a print writes its text and its newline apart and two ranks' lines
+# interleave ("RANK: 2RANK: 1"); block-buffered, they arrive only at exit.
+_LINE_BUFFERED = "import sys; [s.reconfigure(line_buffering=True, write_through=False) for s in (sys.stdout, sys.stderr)]\n"
+
 # torchrun, run by the job's Python (the torch it imports is the torch that launches). torch
 # before 2.0 on Python 3.11 or newer (Debian 12's python3-torch 1.13) cannot parse its own
 # default "--redirects 0": Flag iteration no longer yields Std.NONE, so from_str returns None.
@@ -274,8 +279,6 @@ class LocalProcessBackend:
             env = dict(os.environ)
             env.update({str(k): str(v) for k, v in self.env.items()})
             env.update({str(k): str(v) for k, v in (getattr(trainer, "env", None) or {}).items()})
-            # Lines reach the log as they are printed, not when a buffer fills.
-            env.setdefault("PYTHONUNBUFFERED", "1")
             self._start(job, program, kind, missing, index_urls, env)
         except BaseException:
             # A job that did not start is not kept.
@@ -290,7 +293,7 @@ class LocalProcessBackend:
     def _start(self, job: _Job, program: str, kind: str, missing: List[str], index_urls: List[str], env: Dict[str, str]) -> None:
         path = os.path.join(job.dir, f"train_{job.name}.py")  # Kubeflow's local file name
         with open(path, "w", encoding="utf-8") as f:
-            f.write(program)
+            f.write(_LINE_BUFFERED + program)
         command = self._command(job, path, kind, missing, index_urls)
         with open(os.path.join(job.dir, "command.json"), "w", encoding="utf-8") as f:
             json.dump(command, f, indent=1)
