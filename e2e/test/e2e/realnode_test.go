@@ -127,6 +127,7 @@ var _ = Describe("On the real node", Ordered, ContinueOnFailure, func() {
 	Describe("Fault tolerance on the real node", faultToleranceSpecs)
 	Describe("Progress on the real node", progressSpecs)
 	Describe("Bringing a PyTorchJob over", convertSpecs)
+	Describe("Kubeflow SDK scripts on the real node", kubeflowSDKSpecs)
 })
 
 // realNodeSpecs are the real node's own specs (see onTheRealNode).
