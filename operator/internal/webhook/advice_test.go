@@ -114,21 +114,21 @@ func TestValidatorAdvice(t *testing.T) {
 		},
 		"a GPU job on a cluster of CPU nodes": {
 			runtime: withCommand, objects: []client.Object{node("cpu-1", "cpu", "16"), node("cpu-2", "cpu", "32", "memory", "64Gi")},
-			job:     kilntesting.MakeTrainJob("job", "ns").NumNodes(2).ResourcesPerNode(gpus("8")).Obj(),
-			want:    []string{`no node offers nvidia.com/gpu, of which each pod of node asks for 8: its pods would stay Pending until a node with it joins. Ask for what the nodes offer ("cpu", "memory"), or add nodes that offer it`},
+			job:  kilntesting.MakeTrainJob("job", "ns").NumNodes(2).ResourcesPerNode(gpus("8")).Obj(),
+			want: []string{`no node offers nvidia.com/gpu, of which each pod of node asks for 8: its pods would stay Pending until a node with it joins. Ask for what the nodes offer ("cpu", "memory"), or add nodes that offer it`},
 		},
 		"more per pod than the largest node offers": {
 			runtime: withCommand, objects: []client.Object{node("gpu-1", "nvidia.com/gpu", "4"), node("gpu-2", "nvidia.com/gpu", "2")},
-			job:     kilntesting.MakeTrainJob("job", "ns").ResourcesPerNode(gpus("8")).Obj(),
-			want:    []string{`each pod of node asks for 8 nvidia.com/gpu, more than any node offers (at most 4)`},
+			job:  kilntesting.MakeTrainJob("job", "ns").ResourcesPerNode(gpus("8")).Obj(),
+			want: []string{`each pod of node asks for 8 nvidia.com/gpu, more than any node offers (at most 4)`},
 		},
 		"a node offers it: nothing": {
 			runtime: withCommand, objects: []client.Object{node("cpu-1", "cpu", "16"), node("gpu-1", "nvidia.com/gpu", "8")},
-			job:     kilntesting.MakeTrainJob("job", "ns").ResourcesPerNode(gpus("8")).Obj(),
+			job: kilntesting.MakeTrainJob("job", "ns").ResourcesPerNode(gpus("8")).Obj(),
 		},
 		"a queued job: its quota speaks, not the nodes (they may be another cluster's)": {
 			runtime: withCommand, objects: append([]client.Object{node("cpu-1", "cpu", "16")}, queues...),
-			job:     kilntesting.MakeTrainJob("job", "ns").Queue("default").ResourcesPerNode(gpus("8")).Obj(),
+			job: kilntesting.MakeTrainJob("job", "ns").Queue("default").ResourcesPerNode(gpus("8")).Obj(),
 		},
 		"the job's own command": {
 			runtime: kilntesting.MakeRuntime("torch-distributed"),

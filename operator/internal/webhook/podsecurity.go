@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -92,13 +93,7 @@ func (v *Validator) validatePodSecurity(ctx context.Context, tj *trainer.TrainJo
 		return nil
 	}
 	var errs field.ErrorList
-	for _, rj := range slices.Sorted(func(yield func(string) bool) {
-		for k := range found {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, rj := range slices.Sorted(maps.Keys(found)) {
 		path, by := patchOf(tj, rj)
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
 			"%s would run replicated job %q's pods with %s, which Pod Security's baseline level refuses: they would take the node. "+

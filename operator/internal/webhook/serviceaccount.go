@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -113,13 +114,7 @@ func (v *Validator) validateServiceAccount(ctx context.Context, tj *trainer.Trai
 		return nil
 	}
 	var errs field.ErrorList
-	for _, rj := range slices.Sorted(func(yield func(string) bool) {
-		for k := range chosen {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, rj := range slices.Sorted(maps.Keys(chosen)) {
 		path, by := patchOf(tj, rj)
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
 			"%s runs replicated job %q's pods as ServiceAccount %q, which %s may not choose: only those who may create pods in namespace %s may run pods as its ServiceAccounts. "+

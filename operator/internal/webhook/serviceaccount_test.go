@@ -59,11 +59,11 @@ func TestServiceAccountTheCallerMayUse(t *testing.T) {
 		job  *trainer.TrainJob
 		want []string // empty: accepted
 	}{
-		"no ServiceAccount chosen":          {user: "alice", job: kilntesting.MakeTrainJob("job", "team").Obj()},
-		"an admin's runtime chose it":       {user: "alice", job: kilntesting.MakeTrainJob("job", "team").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "with-sa").Obj()},
-		"the namespace's default":           {user: "alice", job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("default")).Obj()},
-		"a caller who may create pods":      {user: "admin", job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("cluster-admin-sa")).Obj()},
-		"the operator (a schedule's run)":   {user: operatorUser, job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("trainer")).Obj()},
+		"no ServiceAccount chosen":        {user: "alice", job: kilntesting.MakeTrainJob("job", "team").Obj()},
+		"an admin's runtime chose it":     {user: "alice", job: kilntesting.MakeTrainJob("job", "team").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "with-sa").Obj()},
+		"the namespace's default":         {user: "alice", job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("default")).Obj()},
+		"a caller who may create pods":    {user: "admin", job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("cluster-admin-sa")).Obj()},
+		"the operator (a schedule's run)": {user: operatorUser, job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("trainer")).Obj()},
 		"a patch, by a caller with no pods": {
 			user: "alice", job: kilntesting.MakeTrainJob("job", "team").RuntimePatch(sa("cluster-admin-sa")).Obj(),
 			want: []string{"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec: Forbidden",
