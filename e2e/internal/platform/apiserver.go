@@ -93,6 +93,13 @@ func (p *Platform) apiServerUp(ctx context.Context, cs *cluster.Clients) error {
 	if err := p.APIServerProcess().StartReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.KilnAPIPort), p.ComponentTimeout, p.Out); err != nil {
 		return err
 	}
+	ca, err := os.ReadFile(p.PKI().CAFile())
+	if err != nil {
+		return err
+	}
+	if err := cs.Apply(ctx, KilnInfo(p.KilnAPIURL(), "", string(ca))...); err != nil {
+		return fmt.Errorf("publishing where the API server is (kube-public/kiln-info): %w", err)
+	}
 	if err := p.demoUser(ctx, cs); err != nil {
 		return err
 	}
@@ -180,4 +187,28 @@ func Binding(kind, namespace, name, clusterRole, saNamespace, sa string) *unstru
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": clusterRole},
 		"subjects": []any{map[string]any{"kind": "ServiceAccount", "namespace": saNamespace, "name": sa}},
 	})
+}
+
+// KilnInfo is the ConfigMap kube-public/kiln-info, where clients with only a kubeconfig find
+// the API server (url from outside the cluster, inCluster from a pod, ca its certificate's CA),
+// and the Role and RoleBinding that let every authenticated user read it: what the chart's
+// templates/discovery.yaml makes.
+func KilnInfo(url, inCluster, ca string) []*unstructured.Unstructured {
+	data := map[string]any{"apiServerURL": url, "apiServerInClusterURL": inCluster}
+	if ca != "" {
+		data["caBundle"] = ca
+	}
+	const ns, name = "kube-public", "kiln-info"
+	return []*unstructured.Unstructured{
+		{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": ns, "name": name}, "data": data}},
+		{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"namespace": ns, "name": name + "-reader"},
+			"rules": []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{name}, "verbs": []any{"get"}}},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"namespace": ns, "name": name + "-reader"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name + "-reader"},
+			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}},
+		}},
+	}
 }

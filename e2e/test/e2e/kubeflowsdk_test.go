@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kiln-ml/kiln/api/clientconfig"
 	trainer "github.com/kiln-ml/kiln/api/trainer/v1alpha1"
 	"github.com/kiln-ml/kiln/e2e/internal/platform"
 )
@@ -43,8 +46,8 @@ func realNodeRuntime(ctx context.Context, ns string) *trainer.TrainingRuntime {
 }
 
 // kubeflowScript runs sdk-gen/python/examples/kubeflow/<script> as its user would, as the
-// local platform's user in namespace ns, and returns what it printed.
-func kubeflowScript(ns, script string) string {
+// local platform's user in namespace ns (env added), and returns what it printed.
+func kubeflowScript(ns, script string, env ...string) string {
 	GinkgoHelper()
 	root := os.Getenv("KILN_ROOT")
 	if root == "" || os.Getenv("KILN_CONFIG") == "" {
@@ -52,12 +55,36 @@ func kubeflowScript(ns, script string) string {
 	}
 	sdk := filepath.Join(root, "sdk-gen", "python")
 	cmd := exec.Command("python3", filepath.Join(sdk, "examples", "kubeflow", script))
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdk, "KILN_NAMESPACE="+ns)
+	cmd.Env = append(append(os.Environ(), "PYTHONPATH="+sdk, "KILN_NAMESPACE="+ns), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "%s failed:\n%s", script, out)
 	GinkgoWriter.Printf("%s took %s\n", script, time.Since(start).Round(100*time.Millisecond))
 	return string(out)
+}
+
+// demoKubeconfig is a kubeconfig of the cluster with the local platform's user's token, its
+// namespace ns: what a user of a cluster has, and no Kiln configuration.
+func demoKubeconfig(ns string) string {
+	GinkgoHelper()
+	kc, err := clientconfig.Load(os.Getenv("KILN_CONFIG"))
+	Expect(err).NotTo(HaveOccurred())
+	demo := kc.Context(kc.CurrentContext)
+	Expect(demo).NotTo(BeNil(), "the Kiln configuration has no current context")
+	ca := cfg.CAData
+	if len(ca) == 0 {
+		ca, err = os.ReadFile(cfg.CAFile)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(path, fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters: [{name: kiln, cluster: {server: %q, certificate-authority-data: %s}}]
+users: [{name: demo, user: {token: %q}}]
+contexts: [{name: demo, context: {cluster: kiln, user: demo, namespace: %s}}]
+current-context: demo
+`, cfg.Host, base64.StdEncoding.EncodeToString(ca), demo.Token, ns), 0o600)).To(Succeed())
+	return path
 }
 
 // kubeflowSDKSpecs are the Kubeflow SDK's own examples, unchanged but for their imports.
@@ -71,6 +98,10 @@ func kubeflowSDKSpecs() {
 
 		By("list_runtimes: Kubeflow's Runtime, framework and devices")
 		Expect(kubeflowScript(ns, "list_runtimes.py")).To(MatchRegexp(`torch-distributed\n  framework: torch, nodes: 1, device: \w+ x \w+`))
+
+		By("with only a kubeconfig, as Kubeflow's TrainerClient() is used: kube-public/kiln-info says where Kiln is")
+		Expect(kubeflowScript(ns, "list_runtimes.py", "KILN_CONFIG="+filepath.Join(GinkgoT().TempDir(), "none.yaml"), "KUBECONFIG="+demoKubeconfig(ns))).
+			To(ContainSubstring("torch-distributed\n  framework: torch"))
 
 		By("the README's first job: a function on 3 nodes, each in a world of 3")
 		out := kubeflowScript(ns, "readme_first_job.py")

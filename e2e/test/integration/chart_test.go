@@ -138,8 +138,12 @@ var _ = Describe("The Helm chart", func() {
 				client.FieldOwner("kiln-chart-test"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 		}
 
-		By("namespaced objects live in the release namespace")
+		By("namespaced objects live in the release namespace, but where Kiln is, published in kube-public for every user")
 		for _, o := range objs {
+			if o.GetNamespace() == "kube-public" {
+				Expect(o.GetName()).To(BeElementOf("kiln-info", "kiln-info-reader"), "%s %s", o.GetKind(), o.GetName())
+				continue
+			}
 			switch o.GetKind() {
 			case "Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "Secret", "Pod", "Job":
 				Expect(o.GetNamespace()).To(Equal("ml-platform"), "%s %s", o.GetKind(), o.GetName())
@@ -169,7 +173,7 @@ var _ = Describe("The Helm chart", func() {
 
 		By("RBAC: the bindings name the generated roles and the components' ServiceAccounts")
 		for _, b := range append(kinds(objs, "ClusterRoleBinding"), kinds(objs, "RoleBinding")...) {
-			if strings.HasSuffix(b.GetName(), "-test") || strings.HasSuffix(b.GetName(), "-crds") {
+			if strings.HasSuffix(b.GetName(), "-test") || strings.HasSuffix(b.GetName(), "-crds") || b.GetName() == "kiln-info-reader" {
 				continue
 			}
 			roleKind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
@@ -179,6 +183,16 @@ var _ = Describe("The Helm chart", func() {
 			sa := subjects[0].(map[string]any)
 			find(objs, "ServiceAccount", sa["name"].(string))
 		}
+
+		By("kube-public/kiln-info: the API server's URLs, readable by every authenticated user")
+		info, _, _ := unstructured.NestedStringMap(find(objs, "ConfigMap", "kiln-info").Object, "data")
+		Expect(info).To(Equal(map[string]string{"apiServerURL": "", "apiServerInClusterURL": "http://kiln-apiserver.ml-platform.svc:8090"}))
+		reader := find(objs, "RoleBinding", "kiln-info-reader")
+		Expect(reader.Object["subjects"]).To(Equal([]any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}}))
+		objs, out, err = helmTemplate("ml-platform", append(kilnOnly, "apiserver.ingress.enabled=true", "apiserver.ingress.hosts[0].host=kiln.example.com")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		info, _, _ = unstructured.NestedStringMap(find(objs, "ConfigMap", "kiln-info").Object, "data")
+		Expect(info).To(HaveKeyWithValue("apiServerURL", "https://kiln.example.com"), "the Ingress' first host")
 
 		By("every runtime of the catalog, and the CRDs from crds/")
 		Expect(kinds(objs, "ClusterTrainingRuntime")).To(HaveLen(catalogSize()))
@@ -566,6 +580,7 @@ var _ = Describe("The Helm chart", func() {
 			"defaultQueues.clusterQueue.resources.cpu=lots":  "/defaultQueues/clusterQueue/resources/cpu",
 			"defaultQueues.localQueue.namespaces={Team_A}":   "/defaultQueues/localQueue/namespaces/0",
 			"defaultQueues.localQueue.podSecurity=strict":    "/defaultQueues/localQueue/podSecurity",
+			"apiserver.url=kiln.example.com":                 "/apiserver/url",
 			"operater.replicas=2":                            "additional properties 'operater' not allowed",
 			"operator.replicas=two":                          "/operator/replicas",
 			"operator.webhook.port=0":                        "/operator/webhook/port",

@@ -38,7 +38,9 @@ class Transport:
     ``server`` is ``https://host:port`` (or ``http://`` for a server without TLS); the
     token, when given, is sent as a bearer token; ``token_file`` is read again for every
     call (a pod's projected ServiceAccount token rotates); ``ca_file`` holds the CAs that
-    sign the server's certificate (the system's are trusted otherwise).
+    sign the server's certificate (the system's are trusted otherwise); ``ca_data`` is PEM of
+    more CAs to trust (with ``ca_file``'s, or the system's), e.g. the ``caBundle`` a cluster
+    publishes with Kiln's URL.
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class Transport:
         token: Optional[str] = None,
         token_file: Optional[str] = None,
         ca_file: Optional[str] = None,
+        ca_data: Optional[str] = None,
         timeout: float = 30.0,
         retries: int = 4,
     ) -> None:
@@ -69,6 +72,11 @@ class Transport:
                 self._ssl = ssl.create_default_context(cafile=ca_file)
             except (OSError, ssl.SSLError) as e:
                 raise ValueError(f"certificate-authority {ca_file}: {e}") from None
+            if ca_data:
+                try:
+                    self._ssl.load_verify_locations(cadata=ca_data)
+                except (ssl.SSLError, ValueError) as e:
+                    raise ValueError(f"certificate-authority data (the caBundle of kube-public/kiln-info): {e}") from None
 
     # -- calls ---------------------------------------------------------------------------
 

@@ -498,11 +498,13 @@ class TrainerClient:
     calls Kiln's API server, :class:`LocalProcessBackendConfig` runs jobs as processes on this
     machine, and ``ContainerBackendConfig`` is refused. With no arguments the client reads the
     Kiln configuration as the ``kiln`` CLI does (the file ``make up`` writes, and ``KILN_*``
-    variables), else a kubeconfig's credentials with ``KILN_API_SERVER``
-    (:func:`kiln.config.resolve_kubernetes`). Kiln's keywords override it: ``server``, ``token``,
-    ``token_file``, ``ca_file``, ``namespace``, and ``context``/``config_file`` to pick a Kiln
-    configuration; ``server`` alone needs no file. A URL in place of ``backend_config`` is the
-    ``server`` (this client's first argument before it took Kubeflow's).
+    variables), else a kubeconfig's credentials (or a pod's ServiceAccount) with the API server
+    that ``KILN_API_SERVER`` names or the cluster publishes in its ConfigMap
+    ``kube-public/kiln-info`` (:func:`kiln.config.resolve_kubernetes`). Kiln's keywords override
+    it: ``server``, ``token``, ``token_file``, ``ca_file``, ``namespace``, and
+    ``context``/``config_file`` to pick a Kiln configuration; ``server`` alone needs no file. A
+    URL in place of ``backend_config`` is the ``server`` (this client's first argument before it
+    took Kubeflow's).
     """
 
     def __init__(
@@ -557,7 +559,7 @@ class TrainerClient:
         if token_file is not None:
             ctx.token, ctx.token_file = "", token_file
         if ca_file is not None:
-            ctx.certificate_authority = ca_file
+            ctx.certificate_authority, ctx.certificate_authority_data = ca_file, ""
         #: Options of kiln.options check the backend they apply to (Kubeflow's KubernetesBackend).
         self._backend_kind = "kubernetes"
         self.namespace = namespace or ctx.namespace or "default"
@@ -567,6 +569,7 @@ class TrainerClient:
             token=ctx.token or None,
             token_file=ctx.token_file or None,
             ca_file=ctx.certificate_authority or None,
+            ca_data=ctx.certificate_authority_data or None,
             timeout=timeout,
         )
         self.jobs = pb.TrainJobServiceClient(self._transport)

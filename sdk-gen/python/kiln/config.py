@@ -18,17 +18,41 @@ override the current context; ``KILN_CONTEXT`` picks another one. The rules are 
 A user with only a kubeconfig (the Kubeflow SDK's ``KubernetesBackendConfig``) needs no Kiln
 file: :func:`resolve_kubernetes` takes the bearer token (``token``, ``tokenFile`` or an exec
 plugin) and the namespace of a kubeconfig context, or in a pod its ServiceAccount's, and the API
-server's URL from ``KILN_SERVER`` or ``KILN_API_SERVER`` (the cluster does not advertise it).
+server's URL from ``KILN_SERVER`` or ``KILN_API_SERVER``, else from the cluster: the ConfigMap
+``kube-public/kiln-info`` that Kiln's chart and ``make up`` publish, which every authenticated
+user may read::
+
+    apiServerURL: https://kiln.example.com                                # from outside the cluster
+    apiServerInClusterURL: http://kiln-apiserver.kiln-system.svc:8090     # from a pod
+    caBundle: "-----BEGIN CERTIFICATE-----..."                            # optional: the CA of an https URL
+
+It is read through the Kubernetes API with the same credentials (the kubeconfig context's
+cluster, CA and user, or the pod's in-cluster configuration), once per client; nothing is cached.
+A pod takes ``apiServerInClusterURL`` (else ``apiServerURL``), anything else ``apiServerURL``
+(else ``apiServerInClusterURL`` if its host resolves from here).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["Context", "ConfigError", "KubeCredentials", "default_path", "kube_credentials", "load", "parse_yaml", "resolve", "resolve_kubernetes"]
+__all__ = [
+    "Context",
+    "ConfigError",
+    "KubeCluster",
+    "KubeCredentials",
+    "default_path",
+    "discover_api_server",
+    "kube_credentials",
+    "load",
+    "parse_yaml",
+    "resolve",
+    "resolve_kubernetes",
+]
 
 ENV_CONFIG = "KILN_CONFIG"
 ENV_CONTEXT = "KILN_CONTEXT"
@@ -40,8 +64,18 @@ ENV_CA_FILE = "KILN_CA_FILE"
 #: The API server's URL for a client configured from a kubeconfig alone (KILN_SERVER wins).
 ENV_API_SERVER = "KILN_API_SERVER"
 
-#: Where a pod's ServiceAccount token and namespace are mounted.
+#: Where a pod's ServiceAccount token, CA certificate and namespace are mounted.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+#: The ConfigMap where a cluster says where Kiln's API server is (Kiln's chart and `make up`
+#: publish it), and the keys of its data.
+INFO_NAMESPACE = "kube-public"
+INFO_NAME = "kiln-info"
+INFO_URL = "apiServerURL"
+INFO_IN_CLUSTER_URL = "apiServerInClusterURL"
+INFO_CA_BUNDLE = "caBundle"
+#: Seconds the Kubernetes API server has to answer the read of that ConfigMap.
+DISCOVERY_TIMEOUT = 5.0
 
 _KEYS = {"name", "server", "certificate-authority", "token", "token-file", "namespace"}
 
@@ -60,6 +94,9 @@ class Context:
     token: str = ""
     token_file: str = ""
     namespace: str = ""
+    #: PEM of CAs trusted, with the system's, for an https server: the ``caBundle`` a cluster
+    #: publishes with the URL (``certificate_authority``, a file, is used alone and wins).
+    certificate_authority_data: str = ""
 
 
 def default_path() -> str:
@@ -198,14 +235,37 @@ def _scalar(value: str, path: str, n: int) -> str:
 
 
 @dataclass
+class KubeCluster:
+    """How to call a Kubernetes API server: a kubeconfig context's cluster (its server and CA)
+    with its user's client certificate, or a pod's in-cluster configuration. ``*_data`` are the
+    kubeconfig's base64 values; paths are as the kubeconfig resolves them."""
+
+    server: str = ""
+    name: str = ""
+    certificate_authority: str = ""
+    certificate_authority_data: str = ""
+    insecure_skip_tls_verify: bool = False
+    client_certificate: str = ""
+    client_certificate_data: str = ""
+    client_key: str = ""
+    client_key_data: str = ""
+    in_cluster: bool = False
+
+    def has_client_certificate(self) -> bool:
+        return bool(self.client_certificate or self.client_certificate_data)
+
+
+@dataclass
 class KubeCredentials:
     """What a kubeconfig context (or a pod) gives a Kiln client: a bearer token or a file that
-    holds one, and a namespace. ``source`` says where they came from, for messages."""
+    holds one, and a namespace. ``source`` says where they came from, for messages; ``cluster``
+    is the Kubernetes API server they are for (None without a kubeconfig or a pod)."""
 
     token: str = ""
     token_file: str = ""
     namespace: str = ""
     source: str = ""
+    cluster: Optional[KubeCluster] = field(default=None, compare=False, repr=False)
 
 
 def in_pod() -> bool:
@@ -218,8 +278,8 @@ def kube_credentials(config_file: Optional[str] = None, context: Optional[str] =
     ``KUBECONFIG``'s files, else ``~/.kube/config``; ``context``, else its current context) when
     one is named or this is not a pod, else the pod's ServiceAccount token and namespace. Kiln's
     API server takes bearer tokens only: a context that authenticates with a client certificate
-    gives no token (and ``namespace`` alone). ``token=False`` reads the namespace only (no
-    credential plugin runs)."""
+    gives no token (and ``namespace`` alone; its ``cluster`` has the certificate). ``token=False``
+    reads the namespace only (no credential plugin runs)."""
     if config_file or context or not in_pod():
         paths = [os.path.expanduser(config_file)] if config_file else _kubeconfig_paths()
         found = [p for p in paths if os.path.exists(p)]
@@ -236,7 +296,16 @@ def kube_credentials(config_file: Optional[str] = None, context: Optional[str] =
                 ns = f.read().strip()
         except OSError:
             pass
-        return KubeCredentials(token_file=os.path.join(SERVICE_ACCOUNT_DIR, "token"), namespace=ns, source="the pod's ServiceAccount")
+        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # IPv6
+        cluster = KubeCluster(
+            server=f"https://{host}:{os.environ.get('KUBERNETES_SERVICE_PORT') or '443'}",
+            name="in-cluster",
+            certificate_authority=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
+            in_cluster=True,
+        )
+        return KubeCredentials(token_file=os.path.join(SERVICE_ACCOUNT_DIR, "token"), namespace=ns, source="the pod's ServiceAccount", cluster=cluster)
     return KubeCredentials()
 
 
@@ -254,11 +323,15 @@ def resolve_kubernetes(
     """The context of a client made from a Kubeflow ``KubernetesBackendConfig``.
 
     The API server is ``server``, else ``KILN_SERVER`` or the Kiln configuration's (as
-    :func:`resolve` reads it), else ``KILN_API_SERVER``: a cluster does not advertise Kiln's URL.
+    :func:`resolve` reads it), else ``KILN_API_SERVER``, else the one the cluster publishes in
+    the ConfigMap ``kube-public/kiln-info`` (:func:`discover_api_server`), read with the
+    kubeconfig context's credentials or the pod's; its ``caBundle`` is trusted for an https URL
+    unless ``KILN_CA_FILE`` names a CA.
     The token is ``KILN_TOKEN``/``KILN_TOKEN_FILE``'s; else, when the backend configuration names
     a kubeconfig (``config_file`` or ``context``) or a ``client_configuration``, or the Kiln
     configuration has no token, that of ``client_configuration``, the kubeconfig context (its
     token, token file or exec plugin) or the pod's ServiceAccount; else the Kiln configuration's.
+    A kubeconfig context that has only a client certificate is refused: Kiln takes bearer tokens.
     The namespace is ``namespace``, else ``KILN_NAMESPACE`` or the Kiln context's, else the
     kubeconfig context's (or the pod's), else ``default``.
     """
@@ -267,6 +340,8 @@ def resolve_kubernetes(
         ctx.server = server
     if not ctx.server and os.environ.get(ENV_API_SERVER):
         ctx.server = os.environ[ENV_API_SERVER]
+    # No URL given: the cluster of the kubeconfig (or the pod) says where Kiln is.
+    discover = not ctx.server
     explicit = bool(config_file or context or client_configuration is not None)
     from_env = bool(os.environ.get(ENV_TOKEN) or os.environ.get(ENV_TOKEN_FILE))
     # need_token=False: the caller brings its own (TrainerClient(token=...)).
@@ -275,26 +350,257 @@ def resolve_kubernetes(
     if want_token and client_configuration is not None:
         creds.token = _configuration_token(client_configuration)
     want_token = want_token and not creds.token
-    if want_token or not (namespace or ctx.namespace):
+    kc = KubeCredentials()
+    if want_token or discover or not (namespace or ctx.namespace):
         try:
-            kc = kube_credentials(config_file, context, token=want_token)
+            # Discovery reads the cluster with the kubeconfig's credentials, whatever calls Kiln.
+            kc = kube_credentials(config_file, context, token=want_token or discover)
         except ConfigError:
             # A kubeconfig nobody asked for, read for a namespace only, may be broken at no cost.
-            if config_file or context or want_token:
+            if config_file or context or want_token or discover:
                 raise
-            kc = KubeCredentials()
         creds.namespace = kc.namespace
         if want_token:
             creds.token, creds.token_file, creds.source = kc.token, kc.token_file, kc.source
+            if not (kc.token or kc.token_file) and kc.cluster is not None and kc.cluster.has_client_certificate():
+                raise ConfigError(
+                    f"{kc.source} authenticates with a client certificate, which Kiln's API server does not take "
+                    "(it authenticates bearer tokens): give its user a token, e.g. `kubectl create token SERVICEACCOUNT "
+                    f"--namespace NAMESPACE` as the user's `token:` or in {ENV_TOKEN}, or use a Kiln context (`kiln config set-context`)"
+                )
     if creds.token or creds.token_file:
         ctx.token, ctx.token_file = creds.token, creds.token_file
     ctx.namespace = namespace or ctx.namespace or creds.namespace or "default"
-    if not ctx.server:
-        raise ConfigError(
-            f"no Kiln API server configured: set {ENV_API_SERVER} (or {ENV_SERVER}) to its URL, e.g. https://kiln.example.com, "
-            "or run `kiln config set-context`; a Kubernetes cluster does not tell where Kiln's API server is"
-        )
+    if discover:
+        path = kiln_config or default_path()
+        kiln_cfg = f"no server in the Kiln configuration {path}" if os.path.exists(path) else f"no Kiln configuration ({path})"
+        ctx.server, ca = discover_api_server(kc, f"Kiln's API server: no {ENV_SERVER}, {kiln_cfg}, no {ENV_API_SERVER}, and ")
+        if ca and ctx.server.startswith("https:") and not ctx.certificate_authority:
+            ctx.certificate_authority_data = ca
     return ctx
+
+
+def discover_api_server(creds: KubeCredentials, tried: str = "") -> Tuple[str, str]:
+    """Kiln's API server URL and the PEM of its CA (or ``""``) as the cluster of ``creds``
+    publishes them: the ConfigMap ``kube-public/kiln-info``, read with ``creds`` (its token, or
+    its cluster's client certificate) in at most ``DISCOVERY_TIMEOUT`` seconds. In a pod (the
+    in-cluster configuration) its ``apiServerInClusterURL``, else ``apiServerURL``; elsewhere its
+    ``apiServerURL``, else ``apiServerInClusterURL`` if its host resolves. ``tried`` begins every
+    error's message, which ends with the fix."""
+    import ssl
+
+    prefix = tried or "finding Kiln's API server: "
+    fix = f"set {ENV_API_SERVER} to its URL"
+    cluster = creds.cluster
+    if cluster is None:
+        raise ConfigError(
+            f"{prefix}no kubeconfig (KUBECONFIG, ~/.kube/config) and no pod ServiceAccount to ask a cluster with: "
+            f"{fix}, e.g. https://kiln.example.com, or run `kiln config set-context`"
+        )
+    if not cluster.server:
+        raise ConfigError(f"{prefix}the cluster {cluster.name!r} of {creds.source} has no server: {fix}")
+    cm = f"ConfigMap {INFO_NAMESPACE}/{INFO_NAME}"
+    at = f"the cluster at {cluster.server}"
+    status, body = _get_info(creds, prefix, at)
+    if status != 200:
+        detail = f"{status}: {_status_message(body)}"
+        if status == 404:
+            raise ConfigError(
+                f"{prefix}{at} has no {cm} (is Kiln installed? `helm install kiln ./charts/kiln --namespace kiln-system "
+                f"--create-namespace`; a Kiln that does not publish it needs {ENV_API_SERVER}, set to its URL)"
+            )
+        if status == 403:
+            raise ConfigError(
+                f"{prefix}{creds.source or 'this client'} may not read the {cm} of {at} ({detail}): Kiln's chart lets every "
+                f"authenticated user read it; ask the cluster's admin, or {fix}"
+            )
+        if status == 401:
+            raise ConfigError(
+                f"{prefix}{at} did not accept the credentials of {creds.source or 'this client'} ({detail}): renew them "
+                f"(`kubectl get configmap {INFO_NAME} --namespace {INFO_NAMESPACE}` checks them), or {fix}"
+            )
+        raise ConfigError(f"{prefix}reading the {cm} of {at} failed ({detail}): {fix}")
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        data = doc.get("data") or {}
+        if not isinstance(data, dict):
+            raise ValueError("its data is not a mapping")
+    except (UnicodeDecodeError, ValueError, AttributeError) as e:
+        raise ConfigError(f"{prefix}{at} answered the read of its {cm} with no ConfigMap ({e}): {fix}") from None
+    outside = str(data.get(INFO_URL) or "").strip()
+    inside = str(data.get(INFO_IN_CLUSTER_URL) or "").strip()
+    if cluster.in_cluster:
+        key, url = (INFO_IN_CLUSTER_URL, inside) if inside else (INFO_URL, outside)
+    else:
+        key, url = (INFO_URL, outside) if outside or not _resolves(inside) else (INFO_IN_CLUSTER_URL, inside)
+    if not url:
+        why = f"and its {INFO_IN_CLUSTER_URL} {inside} does not resolve from here" if inside else f"or {INFO_IN_CLUSTER_URL}"
+        raise ConfigError(
+            f"{prefix}the {cm} of {at} has no {INFO_URL} {why}: set the chart's apiserver.url to the URL Kiln is "
+            f"reached at from outside the cluster (`helm upgrade kiln ./charts/kiln --reuse-values --set apiserver.url=https://...`), or {fix}"
+        )
+    if not _is_url(url):
+        raise ConfigError(f"{prefix}the {key} of the {cm} of {at} is {url!r}, not an http(s) URL: fix it in the chart's values, or {fix}")
+    ca = str(data.get(INFO_CA_BUNDLE) or "").strip() if url.startswith("https:") else ""
+    if ca:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=ca)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"{prefix}the {INFO_CA_BUNDLE} of the {cm} of {at} holds no PEM certificate ({e}): fix it, or set {ENV_CA_FILE}") from None
+    return url, ca
+
+
+def _get_info(creds: KubeCredentials, prefix: str, at: str) -> Tuple[int, bytes]:
+    """The status and body of GET kube-public/kiln-info from the cluster of ``creds``."""
+    import http.client
+    import socket
+    import ssl
+    import urllib.parse
+
+    from kiln._connect import USER_AGENT
+
+    assert creds.cluster is not None
+    cluster = creds.cluster
+    server = cluster.server if "://" in cluster.server else "https://" + cluster.server
+    if not _is_url(server):
+        raise ConfigError(
+            f"{prefix}the cluster {cluster.name!r} of {creds.source} has the server {cluster.server!r}, not an http(s) URL: "
+            f"fix the kubeconfig, or set {ENV_API_SERVER} to Kiln's URL"
+        )
+    u = urllib.parse.urlsplit(server)
+    host, port = u.hostname or "", u.port
+    headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    token = creds.token
+    if not token and creds.token_file:
+        try:
+            with open(creds.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise ConfigError(f"{prefix}reading the token of {creds.source}: {e}; fix it, or set {ENV_API_SERVER} to Kiln's URL") from None
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    conn: http.client.HTTPConnection
+    if u.scheme == "https":
+        conn = http.client.HTTPSConnection(host, port or 443, timeout=DISCOVERY_TIMEOUT, context=_kube_tls(creds, prefix))
+    else:
+        conn = http.client.HTTPConnection(host, port or 80, timeout=DISCOVERY_TIMEOUT)
+    try:
+        conn.request("GET", f"{u.path.rstrip('/')}/api/v1/namespaces/{INFO_NAMESPACE}/configmaps/{INFO_NAME}", headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read(1 << 20)
+    except (socket.timeout, TimeoutError):
+        raise ConfigError(f"{prefix}{at} did not answer in {DISCOVERY_TIMEOUT:g} s (the read of its ConfigMap {INFO_NAMESPACE}/{INFO_NAME}): set {ENV_API_SERVER} to Kiln's URL") from None
+    except ssl.SSLCertVerificationError as e:
+        raise ConfigError(
+            f"{prefix}{at} presented a certificate that the certificate authority of {creds.source} does not sign "
+            f"({e.verify_message}): fix the kubeconfig, or set {ENV_API_SERVER} to Kiln's URL"
+        ) from None
+    except (OSError, http.client.HTTPException) as e:
+        raise ConfigError(f"{prefix}{at} cannot be reached (to read its ConfigMap {INFO_NAMESPACE}/{INFO_NAME}): {e}; set {ENV_API_SERVER} to Kiln's URL") from None
+    finally:
+        conn.close()
+
+
+def _kube_tls(creds: KubeCredentials, prefix: str) -> Any:
+    """The ssl.SSLContext kubectl would call the cluster of ``creds`` with: its CA (or none
+    checked, with insecure-skip-tls-verify) and its user's client certificate. The certificate
+    and key given as data go through private temporary files, removed once loaded."""
+    import ssl
+    import tempfile
+
+    assert creds.cluster is not None
+    c = creds.cluster
+    what = "the pod's in-cluster configuration" if c.in_cluster else f"the cluster {c.name!r} of {creds.source}"
+    try:
+        if c.insecure_skip_tls_verify:
+            tls = ssl.create_default_context()
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+        elif c.certificate_authority_data:
+            tls = ssl.create_default_context(cadata=_decode_pem(c.certificate_authority_data, "certificate-authority-data", text=True))
+        elif c.certificate_authority:
+            tls = ssl.create_default_context(cafile=c.certificate_authority)
+        else:
+            tls = ssl.create_default_context()
+    except (OSError, ssl.SSLError, ValueError) as e:
+        raise ConfigError(f"{prefix}the certificate authority of {what}: {e}; fix the kubeconfig, or set {ENV_API_SERVER} to Kiln's URL") from None
+    # As kubectl (Go's crypto/x509) checks a cluster's certificate, not Python 3.13's stricter way.
+    tls.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    if c.has_client_certificate():
+        temporary: List[str] = []
+
+        def private_file(data: str, key: str) -> str:
+            fd, path = tempfile.mkstemp(prefix="kiln-kube-", suffix=".pem")  # mode 0600
+            temporary.append(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_decode_pem(data, key))
+            return path
+
+        try:
+            cert = c.client_certificate or private_file(c.client_certificate_data, "client-certificate-data")
+            key = c.client_key or (private_file(c.client_key_data, "client-key-data") if c.client_key_data else None)
+            tls.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"{prefix}the client certificate of {creds.source}: {e}; fix the kubeconfig, or set {ENV_API_SERVER} to Kiln's URL") from None
+        finally:
+            for path in temporary:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+    return tls
+
+
+def _decode_pem(data: str, key: str, text: bool = False) -> Any:
+    """A kubeconfig's base64 ``*-data`` value: PEM (str with ``text``), or DER bytes."""
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(data)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"{key}: not base64: {e}") from None
+    if text and b"-----BEGIN" in raw:
+        return raw.decode("ascii", "replace")
+    return raw
+
+
+def _status_message(body: bytes) -> str:
+    """The message of a Kubernetes Status, else the start of the body."""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        if isinstance(doc, dict) and doc.get("message"):
+            return str(doc["message"])
+    except (UnicodeDecodeError, ValueError):
+        pass
+    return body.decode("utf-8", "replace").strip()[:300] or "no message"
+
+
+def _is_url(url: str) -> bool:
+    import urllib.parse
+
+    try:
+        u = urllib.parse.urlsplit(url)
+        return u.scheme in ("http", "https") and bool(u.hostname) and (u.port or 0) >= 0
+    except ValueError:
+        return False
+
+
+def _resolves(url: str) -> bool:
+    """Whether the host of ``url`` has an address from here (an in-cluster URL, outside)."""
+    import socket
+    import urllib.parse
+
+    if not url:
+        return False
+    try:
+        u = urllib.parse.urlsplit(url)
+        if not u.hostname:
+            return False
+        socket.getaddrinfo(u.hostname, u.port or (443 if u.scheme == "https" else 80), type=socket.SOCK_STREAM)
+        return True
+    except (OSError, ValueError, UnicodeError):
+        return False
 
 
 def _configuration_token(cfg: Any) -> str:
@@ -323,8 +629,9 @@ def _kubeconfig_paths() -> List[str]:
 
 def _from_kubeconfig(paths: List[str], context: Optional[str], token: bool = True) -> KubeCredentials:
     # Several files merge as kubectl merges them: the first to set a value, or name an entry, wins.
+    # Relative paths in an entry are relative to the file that holds it.
     current = ""
-    named: Dict[str, Dict[str, Dict[str, Any]]] = {"contexts": {}, "users": {}}
+    named: Dict[str, Dict[str, Tuple[Dict[str, Any], str]]] = {"contexts": {}, "users": {}, "clusters": {}}
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
@@ -334,28 +641,51 @@ def _from_kubeconfig(paths: List[str], context: Optional[str], token: bool = Tru
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: not a kubeconfig (want a mapping with contexts and users)")
         current = current or str(doc.get("current-context") or "")
-        for kind, inner in (("contexts", "context"), ("users", "user")):
+        base = os.path.dirname(os.path.abspath(path))
+        for kind, inner in (("contexts", "context"), ("users", "user"), ("clusters", "cluster")):
             for entry in doc.get(kind) or []:
                 if isinstance(entry, dict) and entry.get("name") and entry["name"] not in named[kind]:
-                    named[kind][entry["name"]] = entry.get(inner) or {}
+                    value = entry.get(inner)
+                    named[kind][entry["name"]] = (value if isinstance(value, dict) else {}, base)
     name = context or current
     where = ", ".join(paths)
     if not name:
         raise ConfigError(f"kubeconfig {where}: no current-context; name one with KubernetesBackendConfig(context=...)")
-    ctx = named["contexts"].get(name)
-    if ctx is None:
+    if name not in named["contexts"]:
         raise ConfigError(f"kubeconfig {where}: no context {name!r} (it has {', '.join(sorted(named['contexts'])) or 'none'})")
-    user = named["users"].get(str(ctx.get("user") or ""), {})
-    out = KubeCredentials(namespace=str(ctx.get("namespace") or ""), source=f"kubeconfig context {name!r}")
+    ctx = named["contexts"][name][0]
+    user, user_base = named["users"].get(str(ctx.get("user") or ""), ({}, ""))
+    cluster_name = str(ctx.get("cluster") or "")
+    cl, cl_base = named["clusters"].get(cluster_name, ({}, ""))
+    cluster = KubeCluster(
+        server=str(cl.get("server") or ""),
+        name=cluster_name,
+        certificate_authority=_kube_path(cl.get("certificate-authority"), cl_base),
+        certificate_authority_data=str(cl.get("certificate-authority-data") or ""),
+        insecure_skip_tls_verify=cl.get("insecure-skip-tls-verify") in (True, "true"),
+        client_certificate=_kube_path(user.get("client-certificate"), user_base),
+        client_certificate_data=str(user.get("client-certificate-data") or ""),
+        client_key=_kube_path(user.get("client-key"), user_base),
+        client_key_data=str(user.get("client-key-data") or ""),
+    )
+    out = KubeCredentials(namespace=str(ctx.get("namespace") or ""), source=f"kubeconfig context {name!r}", cluster=cluster)
     if not token:
         return out
     if user.get("token"):
         out.token = str(user["token"])
     elif user.get("tokenFile"):
-        out.token_file = os.path.expanduser(str(user["tokenFile"]))
+        out.token_file = _kube_path(user["tokenFile"], user_base)
     elif isinstance(user.get("exec"), dict):
         out.token = _exec_token(user["exec"], name)
     return out
+
+
+def _kube_path(value: Any, base: str) -> str:
+    """A path of a kubeconfig entry: ``~`` expanded, relative to its file's directory."""
+    if not value:
+        return ""
+    path = os.path.expanduser(str(value))
+    return path if os.path.isabs(path) or not base else os.path.join(base, path)
 
 
 def _exec_token(spec: Dict[str, Any], context: str) -> str:

@@ -30,7 +30,7 @@ NOTES = {
     "ContainerBackendConfig": "accepted as a type; `TrainerClient()` refuses it: no Docker/Podman backend",
     "CustomTrainer": "the function is shipped to the runtime's image (python, torchrun or mpirun)",
     "CustomTrainerContainer": "`image` may be left unset for the runtime's",
-    "KubernetesBackendConfig": "reaches Kiln's API server: its URL from `KILN_API_SERVER` (or the Kiln configuration), the token of the kubeconfig context or the pod",
+    "KubernetesBackendConfig": "reaches Kiln's API server: its URL from the cluster's kube-public/kiln-info ConfigMap (`KILN_API_SERVER` or a Kiln configuration override it), the token of the kubeconfig context or the pod",
     "LocalProcessBackendConfig": "runs jobs as processes on this machine",
     "Runtime": "equal to its name; `trainer` and `kind` filled from Kiln's fields when not given",
     "TrainerClient.list_jobs": "`status=` takes every status, Kiln's Queued and Suspended too; a str runtime is its name",

@@ -145,6 +145,15 @@ func (r Release) Values() (map[string]any, error) {
 	api := values["apiserver"].(map[string]any)
 	api["port"] = apiServerPort
 	api["tls"] = map[string]any{"secretName": tlsSecret, "port": apiServerTLSPort}
+	if r.From == "" {
+		// Where the API server is forwarded to, published in kube-public/kiln-info (a
+		// release before it has neither value).
+		ca, err := os.ReadFile(r.PKI.CAFile())
+		if err != nil {
+			return nil, err
+		}
+		api["url"], api["caBundle"] = fmt.Sprintf("https://127.0.0.1:%d", r.APITLSPort), string(ca)
+	}
 
 	// JobSet and Kueue from their upstream charts, with the images of `make addon-images`
 	// and requests that leave the real node's CPUs to the training pods.
