@@ -127,7 +127,7 @@ func (l *logStreamer) steps(pods []corev1.Pod) ([]stepPod, []string) {
 	var names []string
 	for _, st := range view.Steps(pods) {
 		names = append(names, st.Name)
-		if l.req.GetStep() != "" && st.Name != l.req.GetStep() {
+		if want := l.req.GetStep(); want != "" && st.Name != want && st.KubeflowName != want {
 			continue
 		}
 		for i := range pods {

@@ -85,9 +85,27 @@ func Steps(pods []corev1.Pod) []*kilnv1.Step {
 		step.ReplicatedJob = k.ReplicatedJob
 		step.Index = int32(k.Index)
 		step.Restarts += int32(g.older)
+		step.KubeflowName = k.kubeflowName(step.Name, multiJob[k.ReplicatedJob], groups[StepKey{ReplicatedJob: trainer.LauncherName}] != nil)
 		steps = append(steps, step)
 	}
 	return steps
+}
+
+// kubeflowName is the step's name in the Kubeflow SDK's words (name, else): an initializer is
+// its replicated job, and with an MPI launcher (launched) the launcher is node-0 and each
+// node one index up.
+func (k StepKey) kubeflowName(name string, multiJob, launched bool) string {
+	switch {
+	case multiJob:
+		return name
+	case (k.ReplicatedJob == trainer.AncestorDatasetInitializer || k.ReplicatedJob == trainer.AncestorModelInitializer) && k.Index == 0:
+		return k.ReplicatedJob
+	case k.ReplicatedJob == trainer.LauncherName && k.Index == 0:
+		return trainer.NodeName + "-0"
+	case k.ReplicatedJob == trainer.NodeName && launched:
+		return fmt.Sprintf("%s-%d", trainer.NodeName, k.Index+1)
+	}
+	return name
 }
 
 // CompareSteps orders steps as they are shown: initializers, launcher, nodes, by index.

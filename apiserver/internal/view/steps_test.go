@@ -43,9 +43,9 @@ func TestSteps(t *testing.T) {
 	}
 	gpus := []*kilnv1.Device{{Resource: "nvidia.com/gpu", Count: 8}}
 	want := []*kilnv1.Step{
-		{Name: "dataset-initializer-0", ReplicatedJob: "dataset-initializer", Pod: "j-dataset-initializer-0-0-b", Phase: "Succeeded", Node: "kwok-gpu-0", Devices: gpus},
-		{Name: "node-0", ReplicatedJob: "node", Pod: "j-node-0-0-a", Phase: "Running", Node: "kwok-gpu-0", Devices: gpus},
-		{Name: "node-1", ReplicatedJob: "node", Index: 1, Pod: "j-node-0-1-new", Phase: "Running", Node: "kwok-gpu-0", Devices: gpus, Restarts: 3},
+		{Name: "dataset-initializer-0", KubeflowName: "dataset-initializer", ReplicatedJob: "dataset-initializer", Pod: "j-dataset-initializer-0-0-b", Phase: "Succeeded", Node: "kwok-gpu-0", Devices: gpus},
+		{Name: "node-0", KubeflowName: "node-0", ReplicatedJob: "node", Pod: "j-node-0-0-a", Phase: "Running", Node: "kwok-gpu-0", Devices: gpus},
+		{Name: "node-1", KubeflowName: "node-1", ReplicatedJob: "node", Index: 1, Pod: "j-node-0-1-new", Phase: "Running", Node: "kwok-gpu-0", Devices: gpus, Restarts: 3},
 	}
 	if diff := cmp.Diff(want, Steps(pods), protocmp.Transform()); diff != "" {
 		t.Errorf("Steps() mismatch (-want +got):\n%s", diff)
@@ -63,5 +63,24 @@ func TestStepNamesWithSeveralJobs(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"worker-0-0", "worker-1-0"}, names); diff != "" {
 		t.Errorf("step names (-want +got):\n%s", diff)
+	}
+}
+
+// The Kubeflow SDK names an MPI job's launcher node-0 and its nodes from node-1.
+func TestKubeflowStepNames(t *testing.T) {
+	names := func(pods ...corev1.Pod) (out [][2]string) {
+		for _, s := range Steps(pods) {
+			out = append(out, [2]string{s.GetName(), s.GetKubeflowName()})
+		}
+		return out
+	}
+	mpi := names(pod("l", "launcher", "0", "0", 1, corev1.PodRunning), pod("a", "node", "0", "0", 1, corev1.PodRunning), pod("b", "node", "0", "1", 1, corev1.PodRunning),
+		pod("m", "model-initializer", "0", "0", 0, corev1.PodSucceeded))
+	if diff := cmp.Diff([][2]string{{"model-initializer-0", "model-initializer"}, {"launcher-0", "node-0"}, {"node-0", "node-1"}, {"node-1", "node-2"}}, mpi); diff != "" {
+		t.Errorf("an MPI job's steps (-want +got):\n%s", diff)
+	}
+	several := names(pod("a", "worker", "0", "0", 1, corev1.PodRunning), pod("b", "worker", "1", "0", 1, corev1.PodRunning))
+	if diff := cmp.Diff([][2]string{{"worker-0-0", "worker-0-0"}, {"worker-1-0", "worker-1-0"}}, several); diff != "" {
+		t.Errorf("several Jobs keep Kiln's names (-want +got):\n%s", diff)
 	}
 }

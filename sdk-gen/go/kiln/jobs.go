@@ -104,11 +104,14 @@ type TrainOptions struct {
 
 // Step is one pod of a job: a training node (node-0), a launcher or an initializer.
 type Step struct {
-	Name, Status, Pod, Node string
-	Devices                 map[string]int64
-	Restarts                int32
-	ExitCode                *int32
-	Reason, Message         string
+	// Name is Kiln's ("launcher-0", "dataset-initializer-0"); KubeflowName the Kubeflow
+	// SDK's ("node-0" for an MPI launcher, "dataset-initializer"). Logs take either.
+	Name, KubeflowName string
+	Status, Pod, Node  string
+	Devices            map[string]int64
+	Restarts           int32
+	ExitCode           *int32
+	Reason, Message    string
 }
 
 // TrainJob is a job and what happens to it.
@@ -174,7 +177,7 @@ func jobOf(j *kilnv1.TrainJob) *TrainJob {
 		out.Queue = st.GetQueue().GetLocalQueue()
 	}
 	for _, s := range st.GetSteps() {
-		step := Step{Name: s.GetName(), Status: s.GetPhase(), Pod: s.GetPod(), Node: s.GetNode(), Devices: map[string]int64{},
+		step := Step{Name: s.GetName(), KubeflowName: s.GetKubeflowName(), Status: s.GetPhase(), Pod: s.GetPod(), Node: s.GetNode(), Devices: map[string]int64{},
 			Restarts: s.GetRestarts(), ExitCode: s.ExitCode, Reason: s.GetReason(), Message: s.GetMessage()}
 		for _, d := range s.GetDevices() {
 			step.Devices[d.GetResource()] = d.GetCount()

@@ -225,7 +225,7 @@ class Step:
 def _steps_of(st: pb.TrainJobStatus, mpi: bool) -> List[Step]:
     return [
         Step(
-            name=_kubeflow_step_name(s.name, s.replicated_job, s.index, mpi),
+            name=s.kubeflow_name or _kubeflow_step_name(s.name, s.replicated_job, s.index, mpi),
             status=s.phase,
             pod=s.pod,
             node=s.node,

@@ -159,7 +159,10 @@ export interface ScheduleOptions {
 
 /** One pod of a job: a training node (node-0), a launcher or an initializer. */
 export interface Step {
+  /** Kiln's name ("launcher-0", "dataset-initializer-0"); logs take it or kubeflowName. */
   name: string;
+  /** The Kubeflow SDK's name ("node-0" for an MPI launcher, "dataset-initializer"). */
+  kubeflowName: string;
   status: string;
   pod: string;
   node: string;
@@ -323,6 +326,7 @@ export function jobOf(j: TrainJobMessage): TrainJob {
     labels: { ...j.labels },
     steps: (st?.steps ?? []).map((s) => ({
       name: s.name,
+      kubeflowName: s.kubeflowName || s.name,
       status: s.phase,
       pod: s.pod,
       node: s.node,

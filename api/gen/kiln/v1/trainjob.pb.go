@@ -1569,11 +1569,15 @@ type Step struct {
 	Node    string    `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
 	Devices []*Device `protobuf:"bytes,7,rep,name=devices,proto3" json:"devices,omitempty"`
 	// restarts counts container restarts and replaced pods of this step.
-	Restarts      int32                  `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message       string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	ExitCode      *int32                 `protobuf:"varint,12,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Restarts  int32                  `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Reason    string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message   string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	ExitCode  *int32                 `protobuf:"varint,12,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	// kubeflow_name is the step as the Kubeflow SDK names it: "dataset-initializer",
+	// "model-initializer", "node-N"; an MPI job's launcher is "node-0" and its nodes "node-1"
+	// on. StreamLogsRequest.step takes either name.
+	KubeflowName  string `protobuf:"bytes,13,opt,name=kubeflow_name,json=kubeflowName,proto3" json:"kubeflow_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1690,6 +1694,13 @@ func (x *Step) GetExitCode() int32 {
 		return *x.ExitCode
 	}
 	return 0
+}
+
+func (x *Step) GetKubeflowName() string {
+	if x != nil {
+		return x.KubeflowName
+	}
+	return ""
 }
 
 // Device is an accelerator a step holds.
@@ -3162,7 +3173,7 @@ type StreamLogsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// step is one step, e.g. "node-0"; empty streams every step.
+	// step is one step, e.g. "node-0", by its name or its kubeflow_name; empty streams every step.
 	Step string `protobuf:"bytes,3,opt,name=step,proto3" json:"step,omitempty"`
 	// container defaults to the step's training or initializer container.
 	Container string `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
@@ -4220,7 +4231,7 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	"\x19position_in_cluster_queue\x18\x04 \x01(\x05R\x16positionInClusterQueue\x12\x1a\n" +
 	"\bworkload\x18\x05 \x01(\tR\bworkload\x12\x1a\n" +
 	"\badmitted\x18\x06 \x01(\bR\badmitted\x12.\n" +
-	"\x13local_queue_missing\x18\a \x01(\bR\x11localQueueMissing\"\xf7\x02\n" +
+	"\x13local_queue_missing\x18\a \x01(\bR\x11localQueueMissing\"\x9c\x03\n" +
 	"\x04Step\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0ereplicated_job\x18\x02 \x01(\tR\rreplicatedJob\x12\x14\n" +
@@ -4235,7 +4246,8 @@ const file_kiln_v1_trainjob_proto_rawDesc = "" +
 	" \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"start_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12 \n" +
-	"\texit_code\x18\f \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\texit_code\x18\f \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12#\n" +
+	"\rkubeflow_name\x18\r \x01(\tR\fkubeflowNameB\f\n" +
 	"\n" +
 	"_exit_code\":\n" +
 	"\x06Device\x12\x1a\n" +

@@ -821,6 +821,10 @@ class Step(Message):
     message: str = ""
     start_time: Optional[datetime] = None
     exit_code: Optional[int] = None
+    #: kubeflow_name is the step as the Kubeflow SDK names it: "dataset-initializer",
+    #: "model-initializer", "node-N"; an MPI job's launcher is "node-0" and its nodes "node-1"
+    #: on. StreamLogsRequest.step takes either name.
+    kubeflow_name: str = ""
 
 
 @dataclass
@@ -1082,7 +1086,7 @@ class StreamLogsRequest(Message):
 
     namespace: str = ""
     name: str = ""
-    #: step is one step, e.g. "node-0"; empty streams every step.
+    #: step is one step, e.g. "node-0", by its name or its kubeflow_name; empty streams every step.
     step: str = ""
     #: container defaults to the step's training or initializer container.
     container: str = ""
@@ -1540,6 +1544,7 @@ Step._fields = (
     Field("message", "message", Kind.STRING),
     Field("start_time", "startTime", Kind.TIMESTAMP),
     Field("exit_code", "exitCode", Kind.INT32, optional=True),
+    Field("kubeflow_name", "kubeflowName", Kind.STRING),
 )
 Device._fields = (
     Field("resource", "resource", Kind.STRING),
