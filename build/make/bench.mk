@@ -4,7 +4,7 @@
 
 # Every benchmark stops any running platform and runs kiln-bench, which starts fresh ones:
 # the arguments of each (bench_args_<target>) and what it needs beyond Kiln and the platform.
-BENCHES := bench bench-quick bench-scale bench-api bench-api-scale bench-placement bench-pods
+BENCHES := bench bench-quick bench-scale bench-api bench-api-scale bench-placement bench-pods bench-function
 BENCH_UPSTREAM := $(BIN)/manifests/trainer.yaml $(BENCH_BINARIES)
 
 bench: $(BENCH_UPSTREAM) $(APISERVER) ## Kiln vs upstream Kubeflow Trainer on fresh local platforms; writes docs/benchmarks.md (3 runs each, about 50 min on 2 cores).
@@ -31,6 +31,10 @@ bench_args_bench-placement := --suite placement
 bench-pods: ## Real 2-node torch jobs on the real node, Kiln vs upstream: submit to pods running and first training line; writes docs/benchmarks-pods.md.
 bench-pods: $(BENCH_UPSTREAM) $(NODE_DEPS)
 bench_args_bench-pods := --suite pods
+
+bench-function: ## A Python function as the trainer (the SDK's CustomTrainer) vs the same training as a container command, real 2-node torch jobs on the real node: submit to first training line; writes docs/benchmarks-function.md.
+bench-function: $(NODE_DEPS)
+bench_args_bench-function := --suite pods --trainers kiln --pods-variants direct,function --pods-report docs/benchmarks-function.md
 
 .PHONY: $(BENCHES)
 $(BENCHES): $(PLATFORM_BINARIES) $(ADDON_MANIFESTS) $(PLATFORM) $(OPERATOR) $(KILN)

@@ -36,6 +36,8 @@ func run() error {
 	suite := flag.String("suite", "all", "controllers (Kiln vs upstream Trainer), api (Kiln's API server vs direct Kubernetes), placement (gang jobs with and without Kueue's TAS), pods (real pods on the real node, Kiln vs upstream), or all")
 	pdo := bench.DefaultPodsOptions("")
 	flag.IntVar(&pdo.Jobs, "pods-jobs", pdo.Jobs, "2-node torch jobs per variant and controller of the pods suite")
+	podsVariants := flag.String("pods-variants", strings.Join(pdo.Variants, ","), "variants of the pods suite, in order: direct, kueue, function (the Python SDK's function trainer)")
+	podsReport := flag.String("pods-report", "", "the pods suite's report (default: benchmarks-pods.md beside --report)")
 	po := bench.DefaultPlacementOptions("")
 	flag.IntVar(&po.Runs, "placement-runs", po.Runs, "runs of the placement suite (both variants each)")
 	flag.IntVar(&po.Jobs, "placement-jobs", po.Jobs, "gang jobs per variant and run of the placement suite")
@@ -89,6 +91,15 @@ func run() error {
 	}
 	po.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-placement.md")
 	pdo.Report = filepath.Join(filepath.Dir(o.Report), "benchmarks-pods.md")
+	if *podsReport != "" {
+		pdo.Report = *podsReport
+	}
+	pdo.Variants = strings.Split(*podsVariants, ",")
+	for _, v := range pdo.Variants {
+		if !slices.Contains([]string{"direct", "kueue", "function"}, v) {
+			return fmt.Errorf("--pods-variants: %q: want direct, kueue or function", v)
+		}
+	}
 	if !slices.Contains([]string{"all", "controllers", "api", "placement", "pods"}, *suite) {
 		return fmt.Errorf("--suite=%q: want controllers, api, placement, pods or all", *suite)
 	}

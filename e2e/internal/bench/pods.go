@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,6 +40,8 @@ import (
 type PodsOptions struct {
 	Root     string
 	Trainers []platform.Trainer
+	// Variants are the slugs of podsVariants to run, in order (default: direct and kueue).
+	Variants []string
 	// Jobs per variant and controller, after one warm-up job that is not counted.
 	Jobs   int
 	Report string
@@ -46,16 +50,17 @@ type PodsOptions struct {
 
 // DefaultPodsOptions are what `make bench-pods` runs.
 func DefaultPodsOptions(root string) PodsOptions {
-	o := PodsOptions{Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream}, Jobs: 20, Out: os.Stdout}
+	o := PodsOptions{Root: root, Trainers: []platform.Trainer{platform.TrainerKiln, platform.TrainerUpstream}, Variants: []string{"direct", "kueue"}, Jobs: 20, Out: os.Stdout}
 	if root != "" {
 		o.Report = filepath.Join(root, "docs", "benchmarks-pods.md")
 	}
 	return o
 }
 
-// podsVariants: submitted straight to the controller, and queued in Kueue (admitted at once:
-// the queue's quota holds a job).
-var podsVariants = []struct{ name, slug string }{{"direct", "direct"}, {"through Kueue", "kueue"}}
+// podsVariants: submitted straight to the controller, queued in Kueue (admitted at once: the
+// queue's quota holds a job), and the same training as a Python function, submitted straight
+// with the command the Python SDK's CustomTrainer makes of it.
+var podsVariants = []struct{ name, slug string }{{"direct", "direct"}, {"through Kueue", "kueue"}, {"function trainer", "function"}}
 
 // podsNodes is the jobs' size: two pods of one torchrun process each.
 const podsNodes = 2
@@ -89,6 +94,63 @@ dist.destroy_process_group()
 EOF
 exec torchrun /tmp/train.py`
 
+// podsFunction is podsScript's training as a Kubeflow SDK user writes it: a function.
+const podsFunction = `def bench_train():
+    print("` + markerWorkerUp + `", flush=True)
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    print(f"` + markerTraining + ` rank {rank}/{world}", flush=True)
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    y = x @ torch.arange(1.0, 9.0).unsqueeze(1)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(20):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+    print(f"rank {rank} done, loss {loss.item():.4f}", flush=True)
+    dist.destroy_process_group()
+`
+
+// functionCommand is the trainer command the Python SDK (sdk-gen/python) makes of
+// podsFunction on a torch runtime, and how long making it took the SDK.
+func functionCommand(ctx context.Context, root string) ([]string, time.Duration, error) {
+	dir, err := os.MkdirTemp("", "kiln-bench-function-")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "bench_train.py"), []byte(podsFunction), 0o644); err != nil {
+		return nil, 0, err
+	}
+	const program = `import json, sys, time, types
+import bench_train
+from kiln._function import trainer_command
+start = time.perf_counter()
+command, args = trainer_command(types.SimpleNamespace(func=bench_train.bench_train, func_args=None, packages_to_install=None, pip_index_urls=None), "torch")
+print(json.dumps({"command": command + args, "seconds": time.perf_counter() - start}))
+`
+	cmd := exec.CommandContext(ctx, "python3", "-c", program)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir+string(os.PathListSeparator)+filepath.Join(root, "sdk-gen", "python"))
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, 0, fmt.Errorf("the Python SDK's trainer_command: %w", err)
+	}
+	var got struct {
+		Command []string `json:"command"`
+		Seconds float64  `json:"seconds"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		return nil, 0, fmt.Errorf("the Python SDK's trainer_command printed %q: %w", out, err)
+	}
+	return got.Command, time.Duration(got.Seconds * float64(time.Second)), nil
+}
+
 // podsRun is one controller's figures for one variant: per job, the time from the create
 // call to each stage (a stage a variant does not have stays empty).
 type podsRun struct {
@@ -97,6 +159,10 @@ type podsRun struct {
 	// variant); the JobSet seen running; every pod seen created, bound, running; every
 	// rank's worker up and training (from the container's log timestamps).
 	JobSet, Admitted, Unsuspended, Resumed, Created, Bound, Running, WorkerUp, Training []time.Duration
+	// Prepared is how long the Python SDK took to make the function trainer's command, of
+	// CommandBytes (function variant).
+	Prepared     time.Duration
+	CommandBytes int
 }
 
 // podsStage is a row of the report: a stage and where podsRun keeps it.
@@ -163,8 +229,18 @@ func runPods(ctx context.Context, o PodsOptions, bo Options, tr platform.Trainer
 		return nil, err
 	}
 	var out []*podsRun
-	for vi, v := range podsVariants {
+	for vi, v := range selectedVariants(o.Variants) {
 		ns := "bench-pods-" + v.slug
+		res := &podsRun{Trainer: string(tr), Variant: v.name}
+		command := []string{"sh", "-c", podsScript}
+		if v.slug == "function" {
+			fn, took, err := functionCommand(ctx, o.Root)
+			if err != nil {
+				return nil, err
+			}
+			command, res.Prepared, res.CommandBytes = fn, took, len(strings.Join(fn, " "))
+			e.logf("pods: the Python SDK made the function's command (%d bytes) in %s", res.CommandBytes, took)
+		}
 		if err := e.namespace(ctx, ns); err != nil {
 			return nil, err
 		}
@@ -173,7 +249,6 @@ func runPods(ctx context.Context, o PodsOptions, bo Options, tr platform.Trainer
 				return nil, err
 			}
 		}
-		res := &podsRun{Trainer: string(tr), Variant: v.name}
 		// One warm-up job on the first variant: the first start of the image on a fresh node
 		// reads its files from disk, and that is not what a user waits for every time.
 		first := 0
@@ -186,7 +261,7 @@ func runPods(ctx context.Context, o PodsOptions, bo Options, tr platform.Trainer
 				name = "warm-up"
 			}
 			begin := time.Now()
-			stages, err := e.realPodsJob(ctx, cs, rec, ns, name, image, v.slug == "kueue")
+			stages, err := e.realPodsJob(ctx, cs, rec, ns, name, image, command, v.slug == "kueue")
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s: %w", v.name, name, err)
 			}
@@ -205,6 +280,28 @@ func runPods(ctx context.Context, o PodsOptions, bo Options, tr platform.Trainer
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// podsVariantText says what each variant does, in the report.
+var podsVariantText = map[string]string{
+	"direct": "*direct*: the TrainJob runs at once, its command a shell script that writes the training script and runs `torchrun` on it.",
+	"kueue":  "*through Kueue*: it is queued in a LocalQueue whose ClusterQueue holds the node's CPUs, and admitted at once.",
+	"function": "*function trainer*: the same training as a Python function, submitted directly with the command the Python SDK's " +
+		"`CustomTrainer(func=...)` makes of it (the function's source written to a file, then `torchrun` on it).",
+}
+
+// selectedVariants are the podsVariants of slugs, in their order (none: direct and kueue).
+func selectedVariants(slugs []string) []struct{ name, slug string } {
+	if len(slugs) == 0 {
+		slugs = []string{"direct", "kueue"}
+	}
+	var out []struct{ name, slug string }
+	for _, v := range podsVariants {
+		if slices.Contains(slugs, v.slug) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // realQueueName names the real node's ResourceFlavor, ClusterQueue and LocalQueue.
@@ -246,15 +343,15 @@ func (e *env) localQueue(ctx context.Context, ns, name, cq string) error {
 }
 
 // podsJob is a 2-node torch TrainJob on the torch-distributed runtime whose pods run
-// podsScript in image on the real node.
-func podsJob(ns, name, image string, queued bool) *trainer.TrainJob {
+// command (podsScript, or the function trainer's) in image on the real node.
+func podsJob(ns, name, image string, command []string, queued bool) *trainer.TrainJob {
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind)},
 			Trainer: &trainer.Trainer{
-				Image: ptr.To(image), Command: []string{"sh", "-c", podsScript},
+				Image: ptr.To(image), Command: command,
 				NumNodes: ptr.To[int32](podsNodes), NumProcPerNode: ptr.To[int32](1),
 				ResourcesPerNode: &corev1.ResourceRequirements{Requests: requests},
 			},
@@ -282,9 +379,9 @@ func podsJob(ns, name, image string, queued bool) *trainer.TrainJob {
 // realPodsJob creates one TrainJob, waits until it completes, reads every rank's log, then
 // deletes it and waits until its pods are gone (the next job gets the node to itself). It
 // returns, by index into podsStages, the time from the create call to each stage seen.
-func (e *env) realPodsJob(ctx context.Context, cs kubernetes.Interface, rec *bindRecorder, ns, name, image string, queued bool) (map[int]time.Duration, error) {
+func (e *env) realPodsJob(ctx context.Context, cs kubernetes.Interface, rec *bindRecorder, ns, name, image string, command []string, queued bool) (map[int]time.Duration, error) {
 	k := types.NamespacedName{Namespace: ns, Name: name}
-	tj := podsJob(ns, name, image, queued)
+	tj := podsJob(ns, name, image, command, queued)
 	created := time.Now()
 	if err := e.c.Create(ctx, tj); err != nil {
 		return nil, fmt.Errorf("creating it: %w", err)
@@ -387,22 +484,38 @@ func writePodsReport(o PodsOptions, results []*podsRun, image string, started ti
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("# Benchmarks: real pods")
 	w("")
-	w("%s", generatedBy("bench-pods", started, took))
+	target := "bench-pods"
+	if slices.Contains(o.Variants, "function") && !slices.Contains(o.Variants, "kueue") {
+		target = "bench-function"
+	}
+	w("%s", generatedBy(target, started, took))
 	w("")
 	w("What a user waits for on real pods: %d TrainJobs per column, one at a time, each of %d pods of one `torchrun`", o.Jobs, podsNodes)
 	w("process on the torch-distributed runtime, running DistributedDataParallel over gloo in `%s` on the local", image)
 	w("platform's real node (`kiln-node-0`: kubelet, containerd and runc on this machine; the image imported at the start,")
-	w("so cached; [real-node.md](real-node.md)). Kiln's operator and upstream Kubeflow Trainer v2.3's controller each on a")
-	w("fresh platform with the same client budget, after one warm-up job. *direct*: the TrainJob runs at once; *through")
-	w("Kueue*: it is queued in a LocalQueue whose ClusterQueue holds the node's CPUs, and admitted at once. Each job is")
-	w("deleted, its pods gone, before the next is created.")
+	if len(o.Trainers) > 1 {
+		w("so cached; [real-node.md](real-node.md)). Kiln's operator and upstream Kubeflow Trainer v2.3's controller each on a")
+		w("fresh platform with the same client budget, after one warm-up job.")
+	} else {
+		w("so cached; [real-node.md](real-node.md)). %s's controller on a fresh platform, after one warm-up job.", o.Trainers[0])
+	}
+	for _, v := range selectedVariants(o.Variants) {
+		w("%s", podsVariantText[v.slug])
+	}
+	for _, r := range results {
+		if r.Prepared > 0 {
+			w("The Python SDK made the function trainer's command in %s (%d bytes), before the create call.", r.Prepared.Round(100*time.Microsecond), r.CommandBytes)
+			break
+		}
+	}
+	w("Each job is deleted, its pods gone, before the next is created.")
 	w("")
 	w("Each cell is the time from the create call to the stage, p50 / p99 over the jobs (ms): the JobSet and pods as the")
 	w("bench's watches first saw them, the training's lines by the container log's timestamps (the same clock).")
 	w("")
 	header, sep := "| stage |", "|---|"
 	var cols []*podsRun
-	for _, v := range podsVariants {
+	for _, v := range selectedVariants(o.Variants) {
 		for _, tr := range o.Trainers {
 			i := slices.IndexFunc(results, func(r *podsRun) bool { return r.Trainer == string(tr) && r.Variant == v.name })
 			if i < 0 {
@@ -451,6 +564,9 @@ func writePodsReport(o PodsOptions, results []*podsRun, image string, started ti
 	w("Everything after is the same components for both: JobSet and the Job controller create the pods, the scheduler")
 	w("binds them, the kubelet starts the sandboxes and containers, `torchrun` starts its worker, the worker imports")
 	w("torch and joins the process group (the rendezvous waits for the slower rank).")
+	if len(o.Trainers) < 2 {
+		return saveReport(o.Report, b.String())
+	}
 	w("")
 	w("The jobs carry no `terminationGracePeriodSeconds`: with it in the runtime patch, upstream's controller never")
 	w("resumed a queued job. Kueue v0.19 writes the TrainJob at admission with Trainer v2.2.1's Go types, which lack the")
