@@ -128,3 +128,6 @@ __all__ = [
     "TrainJob",
     *_errors,
 ]
+
+# kiln.options is there after `import kiln`, as kubeflow.trainer.options is reached.
+from kiln import options  # noqa: E402,F401

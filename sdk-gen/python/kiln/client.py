@@ -682,6 +682,11 @@ class TrainerClient:
         if runtime is None:
             runtime = DEFAULT_RUNTIME
         if isinstance(trainer, CustomTrainer):
+            from kiln._function import check_func_args, check_function
+
+            # A function that cannot run on the nodes is refused before any call to the server.
+            check_function(trainer.func)
+            check_func_args(trainer.func, trainer.func_args)
             # The function runs with the runtime's entrypoint (python, torchrun, mpirun): look it up.
             rt = runtime if isinstance(runtime, Runtime) else self.get_runtime(runtime)
             _check_runtime_takes(rt, trainer)
